@@ -1,0 +1,30 @@
+#pragma once
+// One scenario, every requested variant: build each DAG, simulate it, analyse it.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tpsim/analysis/metrics.hpp"
+#include "tpsim/dag/dag.hpp"
+#include "tpsim/io/scenario.hpp"
+#include "tpsim/runtime/timeline.hpp"
+
+namespace tpsim {
+
+struct VariantRun {
+  std::string variant;
+  Dag dag;
+  Timeline timeline;
+  VariantMetrics metrics;
+};
+
+struct RunResult {
+  Scenario scenario;
+  std::vector<VariantRun> runs;
+  // Baseline makespan / this variant's makespan (>1: faster), when baseline ran.
+  std::optional<double> speedup(const VariantRun& run) const;
+};
+
+RunResult run_scenario(const Scenario& s);
+
+}  // namespace tpsim

@@ -1,0 +1,71 @@
+#pragma once
+// Discrete-event loop. Events fire in (time, insertion sequence) order, so the
+// same inputs always give the same run. Cancellation is lazy and O(1): a handle
+// names a slot and its generation; cancelling bumps the generation and the stale
+// heap entry is skipped when popped. No global state: make as many as you like.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "tpsim/core/tick.hpp"
+
+namespace tpsim {
+
+class EventHandle {
+ public:
+  EventHandle() = default;
+  bool valid() const { return slot_ != kNone; }
+
+ private:
+  friend class Simulator;
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+  EventHandle(std::uint32_t slot, std::uint32_t gen) : slot_(slot), generation_(gen) {}
+  std::uint32_t slot_ = kNone;
+  std::uint32_t generation_ = 0;
+};
+
+class Simulator {
+ public:
+  using Callback = std::function<void()>;
+
+  Tick now() const { return now_; }
+  // Schedules `cb` at absolute time `t` (clamped to now: the past is gone).
+  EventHandle schedule_at(Tick t, Callback cb);
+  EventHandle schedule_after(Tick delay, Callback cb) { return schedule_at(now_ + delay, std::move(cb)); }
+  // Returns false when the event already fired or was cancelled.
+  bool cancel(EventHandle& h);
+  bool pending(const EventHandle& h) const;
+
+  // Runs until no events remain. Returns the number of events fired.
+  std::uint64_t run();
+  std::uint64_t events_fired() const { return fired_; }
+
+ private:
+  struct Entry {
+    Tick time;
+    std::uint64_t seq;
+    std::uint32_t slot;
+    std::uint32_t generation;
+  };
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const {
+      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+    }
+  };
+  struct Slot {
+    Callback cb;
+    std::uint32_t generation = 0;
+  };
+
+  std::uint32_t take_slot(Callback cb);
+  void free_slot(std::uint32_t slot);
+
+  Tick now_ = 0;
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t fired_ = 0;
+  std::vector<Entry> heap_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_slots_;
+};
+
+}  // namespace tpsim

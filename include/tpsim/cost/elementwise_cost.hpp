@@ -1,0 +1,19 @@
+#pragma once
+// Memory-bound kernels (local copies, reductions, norms): a grid-stride kernel of
+// SMs x blocks_per_sm blocks, each streaming its share of the bytes from HBM.
+#include <cstdint>
+
+#include "tpsim/core/tick.hpp"
+#include "tpsim/hw/hardware_spec.hpp"
+
+namespace tpsim {
+
+struct ElementwisePlan {
+  std::int64_t blocks = 0;
+  double bytes_per_block = 0;
+};
+
+ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw);
+Tick elementwise_block_time(const ElementwisePlan& plan, const HardwareSpec& hw, int memory_blocks_sharing);
+
+}  // namespace tpsim

@@ -1,0 +1,40 @@
+#pragma once
+// GEMM cost: how cuBLAS/CUTLASS-style kernels on Hopper cut C[m,n] = A[m,k] B[k,n]
+// into thread blocks, and how long one block takes. Waves are NOT computed here:
+// they emerge when the block scheduler places these blocks on free SMs.
+#include <cstdint>
+
+#include "tpsim/core/tick.hpp"
+#include "tpsim/hw/hardware_spec.hpp"
+
+namespace tpsim {
+
+struct GemmProblem {
+  std::int64_t m = 0, n = 0, k = 0;
+  Dtype dtype = Dtype::bf16;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+};
+
+struct GemmPlan {
+  Dtype dtype = Dtype::bf16;
+  GemmTile tile;
+  int split_k = 1;
+  std::int64_t tiles = 0;   // output tiles
+  std::int64_t blocks = 0;  // tiles x split_k
+  double flops_per_block = 0;   // padded: edge tiles compute a whole tile
+  double hbm_bytes = 0;         // A + B + C (+ split-K partials), read or written once per kernel
+  double hbm_bytes_per_block = 0;
+};
+
+// One block's time given how many memory-drawing blocks share HBM with it.
+Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing);
+
+// Picks tile and split-K the way a vendor heuristic does: the candidate with the
+// least estimated time on the whole GPU (it cannot know about SMs another kernel
+// will hold). Ties go to the earlier candidate, then to fewer splits.
+GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw);
+
+// The plan's own estimate of kernel time on `sms` free SMs (used for tile choice and reports).
+Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms);
+
+}  // namespace tpsim

@@ -1,0 +1,52 @@
+#pragma once
+// The op DAG of one variant over all ranks: a Boost.Graph graph whose vertices
+// are ops and whose edges are dependencies (stream order, event record -> wait).
+// Cross-rank rendezvous (collectives, barriers) is by group id, not by edges, so
+// the graph stays acyclic. Vertex order is host program order on each rank.
+#include <string>
+#include <vector>
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include "tpsim/dag/op.hpp"
+
+namespace tpsim {
+
+using DagGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
+using OpId = DagGraph::vertex_descriptor;
+
+class Dag {
+ public:
+  explicit Dag(int ranks);
+
+  // Appends an op to (rank, stream); it depends on the stream's previous op.
+  OpId add(int rank, int stream, std::string name, OpPayload payload);
+  int new_event() { return events_++; }
+  int new_group() { return groups_++; }
+  // record on `from`, wait on `to`: later ops on `to` run after earlier ops on `from`.
+  void join(int rank, int from_stream, int to_stream, const std::string& name);
+
+  int ranks() const { return ranks_; }
+  int streams(int rank) const;
+  int groups() const { return groups_; }
+  std::size_t size() const { return boost::num_vertices(g_); }
+  const DagGraph& graph() const { return g_; }
+  const Op& op(OpId id) const { return g_[id]; }
+  const std::vector<OpId>& program(int rank) const { return program_[static_cast<std::size_t>(rank)]; }
+  // The record op a wait depends on (throws if the event was never recorded).
+  OpId record_of(int event) const;
+
+  // Throws std::logic_error when the graph has a cycle or a wait without a record.
+  void validate() const;
+
+ private:
+  int ranks_;
+  int events_ = 0;
+  int groups_ = 0;
+  DagGraph g_;
+  std::vector<std::vector<OpId>> program_;
+  std::vector<std::vector<long>> last_on_stream_;  // -1 when empty
+  std::vector<long> record_for_event_;
+};
+
+}  // namespace tpsim

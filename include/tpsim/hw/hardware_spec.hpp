@@ -1,0 +1,110 @@
+#pragma once
+// The physical parameters of one GPU and its node, in simulator units
+// (picoseconds, bytes, bytes/ps, FLOP/ps). Loaded from models/*.json, where each
+// number carries its unit and source; nothing here has a built-in default.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "tpsim/core/tick.hpp"
+#include "tpsim/hw/dtype.hpp"
+
+namespace tpsim {
+
+// What one thread block asks of an SM; a block is placed only where all fit.
+struct BlockResources {
+  int threads = 0;
+  int registers = 0;  // per block (threads x registers per thread)
+  int shared_bytes = 0;
+  int blocks = 1;  // block slots taken (always 1 for a real block)
+};
+
+struct SmSpec {
+  int count = 0;
+  BlockResources capacity;  // per SM: max threads, registers, shared memory, resident blocks
+};
+
+struct GemmTile {
+  int m = 0, n = 0, k = 0;
+  double mainloop_efficiency = 0;  // fraction of tensor peak the K loop sustains with this tile
+};
+
+struct GemmSpec {
+  std::vector<GemmTile> tiles;  // candidate set, in the order the heuristic prefers on ties
+  BlockResources block;
+  Tick block_prologue = 0;  // pipeline fill + epilogue fixed cost per block
+  int max_split_k = 1;
+  long long min_split_k_depth = 0;  // smallest K slice a split may get
+};
+
+struct MemorySpec {
+  double hbm_bytes_per_ps = 0;     // sustained (nominal x efficiency)
+  double sm_max_bytes_per_ps = 0;  // one SM cannot draw more than this
+  double l2_bytes = 0;
+};
+
+struct LaunchSpec {
+  Tick host_overhead = 0;   // host time to enqueue one kernel or copy
+  Tick device_latency = 0;  // from a kernel's dependencies done to its first block running
+};
+
+struct CopyEngineSpec {
+  int count = 0;      // physical engines (reported)
+  int p2p_engines = 0;  // engines the driver gives peer copies; copies queue on them in order
+  double bytes_per_ps = 0;  // one engine's peak
+  Tick latency = 0;         // from a copy's turn to its first byte on the wire
+};
+
+struct FabricSpec {
+  std::string topology;          // "switch": every pair reaches through NVSwitch
+  double port_bytes_per_ps = 0;  // each GPU's NVLink egress (and ingress) after protocol overhead
+};
+
+struct NcclProtocol {
+  std::string name;
+  Tick base_latency = 0;
+  Tick step_latency = 0;      // per ring hop
+  double bandwidth_efficiency = 0;  // fraction of the port bandwidth carried as payload
+  int threads = 0;            // per channel block
+  double channel_threshold = 0;  // bytes per thread per channel before NCCL adds a channel
+};
+
+struct NcclSpec {
+  int max_channels = 0;
+  Tick ring_startup = 0;  // from every rank resident to the first byte moving
+  int registers_per_thread = 0;
+  int shared_bytes = 0;
+  std::vector<NcclProtocol> protocols;
+};
+
+struct BarrierSpec {
+  Tick latency = 0;  // from the last rank's arrival to every rank released
+  BlockResources block;
+};
+
+struct ElementwiseSpec {
+  BlockResources block;
+  int blocks_per_sm = 1;  // grid = SMs x this (grid-stride loop)
+  Tick block_overhead = 0;
+};
+
+struct HardwareSpec {
+  std::string name;
+  std::string description;
+  SmSpec sm;
+  std::array<double, 4> peak_flops_per_ps{};  // whole GPU, dense, indexed by Dtype
+  GemmSpec gemm;
+  MemorySpec memory;
+  LaunchSpec launch;
+  CopyEngineSpec copy_engines;
+  FabricSpec fabric;
+  NcclSpec nccl;
+  BarrierSpec barrier;
+  ElementwiseSpec elementwise;
+
+  double peak_flops_per_sm_per_ps(Dtype d) const {
+    return peak_flops_per_ps[static_cast<int>(d)] / sm.count;
+  }
+};
+
+}  // namespace tpsim

@@ -1,0 +1,21 @@
+#pragma once
+// Hardware files (models/*.json): every number is {"value", "unit", "source"};
+// units are converted here, once, into simulator units.
+#include <string>
+#include <vector>
+
+#include "tpsim/hw/hardware_spec.hpp"
+#include "tpsim/io/json_reader.hpp"
+
+namespace tpsim {
+
+HardwareSpec parse_hardware(const Json& j, const std::string& source);
+HardwareSpec load_hardware_file(const std::string& file);
+
+// Where the shipped models live: $TPSIM_MODELS_DIR, else the source tree's models/.
+std::string models_dir();
+std::vector<std::string> shipped_hardware_names();
+// A name ("h100_sxm") or a path to a JSON file; errors name `json_path`.
+HardwareSpec resolve_hardware(const std::string& ref, const std::string& json_path, const std::string& relative_to);
+
+}  // namespace tpsim

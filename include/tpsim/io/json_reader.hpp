@@ -1,0 +1,56 @@
+#pragma once
+// Strict reading of one JSON object: the keys it may hold are declared up front,
+// so a misspelled key is an error (with a did-you-mean), never silently ignored.
+// Every error names the JSON path, e.g. "$.workload.m: must be a positive integer".
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tpsim/io/input_error.hpp"
+
+namespace tpsim {
+
+using Json = nlohmann::json;
+
+// Levenshtein distance; the suggestion for a misspelled key is the closest allowed one.
+std::size_t edit_distance(const std::string& a, const std::string& b);
+std::optional<std::string> closest_match(const std::string& word, const std::vector<std::string>& choices);
+
+[[noreturn]] void fail_at(const std::string& path, const std::string& problem);
+
+// Parses text as JSON; a syntax error becomes "<source>: malformed JSON at byte N: ...".
+Json parse_json_text(const std::string& text, const std::string& source);
+Json read_json_file(const std::string& file);
+
+class ObjectReader {
+ public:
+  ObjectReader(const Json& j, std::string path, std::vector<std::string> allowed_keys);
+
+  const std::string& path() const { return path_; }
+  std::string child_path(const std::string& key) const { return path_ + "." + key; }
+  bool has(const std::string& key) const { return j_->contains(key); }
+  const Json& at(const std::string& key) const;  // required
+
+  std::int64_t positive_int(const std::string& key) const;
+  std::int64_t positive_int_or(const std::string& key, std::int64_t fallback) const;
+  double positive_number(const std::string& key) const;
+  double fraction(const std::string& key) const;  // in (0, 1]
+  std::string string(const std::string& key) const;
+  std::optional<std::string> optional_string(const std::string& key) const;
+  ObjectReader object(const std::string& key, std::vector<std::string> allowed) const;
+  const Json& array(const std::string& key) const;
+
+ private:
+  const Json* j_;
+  std::string path_;
+  std::vector<std::string> allowed_;
+};
+
+std::int64_t as_positive_int(const Json& v, const std::string& path);
+std::string as_string(const Json& v, const std::string& path);
+
+}  // namespace tpsim

@@ -1,0 +1,14 @@
+#pragma once
+// Results for people (a table) and for programs (JSON). Deterministic: the same
+// run gives byte-identical output.
+#include <string>
+
+#include "tpsim/app/run_scenario.hpp"
+#include "tpsim/io/json_reader.hpp"
+
+namespace tpsim {
+
+std::string format_table(const RunResult& r);
+Json result_json(const RunResult& r);
+
+}  // namespace tpsim

@@ -1,0 +1,39 @@
+#pragma once
+// What happened when a DAG ran: per-op times and per-GPU activity samples.
+// Both the simulator and (later) the CUDA backend produce one of these.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tpsim/core/tick.hpp"
+
+namespace tpsim {
+
+struct OpTiming {
+  Tick issued = -1;   // host finished enqueuing it
+  Tick ready = -1;    // dependencies done (its turn on the stream)
+  Tick start = -1;    // first block on an SM / copy engine taken / event fired
+  Tick end = -1;
+  int engine = -1;    // copy engine index for copies
+  std::string detail; // tile and split for GEMMs, protocol and channels for NCCL
+  bool finished() const { return end >= 0; }
+};
+
+struct Sample {
+  Tick time;
+  double value;
+};
+
+struct Timeline {
+  std::vector<OpTiming> ops;  // indexed by OpId
+  std::vector<std::vector<Sample>> busy_sms;      // per rank: (time, busy SMs)
+  std::vector<std::vector<Sample>> egress_rate;   // per rank: (time, NVLink egress bytes/ps)
+  std::vector<double> egress_bytes;               // per rank, integrated
+  std::vector<int> sm_count;                      // per rank
+  double port_bytes_per_ps = 0;
+  std::uint64_t events = 0;
+  std::int64_t blocks = 0;
+};
+
+}  // namespace tpsim

@@ -1,0 +1,134 @@
+#include "tpsim/analysis/metrics.hpp"
+
+#include <algorithm>
+
+#include "tpsim/runtime/rendezvous.hpp"
+
+namespace tpsim {
+
+namespace {
+
+using Intervals = std::vector<std::pair<Tick, Tick>>;
+
+Intervals merged(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
+    else out.push_back(iv);
+  }
+  return out;
+}
+
+double sample_integral(const std::vector<Sample>& samples, Tick from, Tick to) {
+  double sum = 0;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const Tick a = std::max(samples[i].time, from);
+    const Tick b = std::min(i + 1 < samples.size() ? samples[i + 1].time : to, to);
+    if (b > a) sum += samples[i].value * static_cast<double>(b - a);
+  }
+  return sum;
+}
+
+int group_of(const Op& op) {
+  if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->group;
+  if (const auto* b = std::get_if<BarrierOp>(&op.payload)) return b->group;
+  return -1;
+}
+
+// Walks back from the last op to finish, each time to the dependency that
+// finished last (for a rendezvous: the rank that arrived last). Each op is
+// charged the time between that dependency's end and its own end.
+CriticalPath critical_path(const Dag& dag, const Timeline& tl) {
+  CriticalPath cp;
+  if (dag.size() == 0) return cp;
+  std::vector<std::vector<OpId>> members(static_cast<std::size_t>(dag.groups()));
+  for (OpId id = 0; id < dag.size(); ++id)
+    if (int g = group_of(dag.op(id)); g >= 0) members[static_cast<std::size_t>(g)].push_back(id);
+  OpId cur = 0;
+  for (OpId id = 0; id < dag.size(); ++id)
+    if (tl.ops[id].end > tl.ops[cur].end) cur = id;
+  const auto& g = dag.graph();
+  while (true) {
+    cp.ops.push_back(cur);
+    long best = -1;
+    Tick best_end = -1;
+    const auto consider = [&](OpId p) {
+      if (tl.ops[p].end > best_end && tl.ops[p].end <= tl.ops[cur].end) best_end = tl.ops[p].end, best = static_cast<long>(p);
+    };
+    for (auto [e, end] = boost::in_edges(cur, g); e != end; ++e) consider(boost::source(*e, g));
+    // A rendezvous op waits on the other ranks' arrivals: their stream predecessors.
+    if (int grp = group_of(dag.op(cur)); grp >= 0)
+      for (OpId m : members[static_cast<std::size_t>(grp)])
+        for (auto [e, end] = boost::in_edges(m, g); e != end; ++e) consider(boost::source(*e, g));
+    const Tick from = best >= 0 ? best_end : tl.ops[cur].issued;
+    const Tick begin = std::max(from, tl.ops[cur].start >= 0 ? std::min(tl.ops[cur].start, tl.ops[cur].end) : from);
+    cp.by_kind[std::string(op_kind_name(dag.op(cur)))] += tl.ops[cur].end - begin;
+    if (begin > from) cp.by_kind["launch"] += begin - from;
+    if (best < 0) {
+      cp.by_kind["launch"] += tl.ops[cur].issued;  // host time before the first op
+      break;
+    }
+    cur = static_cast<OpId>(best);
+  }
+  std::reverse(cp.ops.begin(), cp.ops.end());
+  for (auto it = cp.by_kind.begin(); it != cp.by_kind.end();) it = it->second == 0 ? cp.by_kind.erase(it) : std::next(it);
+  return cp;
+}
+
+}  // namespace
+
+Tick union_length(Intervals v) {
+  Tick total = 0;
+  for (const auto& iv : merged(std::move(v))) total += iv.second - iv.first;
+  return total;
+}
+
+Tick uncovered_length(Intervals a, Intervals b) {
+  const Intervals ma = merged(std::move(a)), mb = merged(std::move(b));
+  Tick covered = 0;
+  std::size_t j = 0;
+  for (const auto& x : ma) {
+    while (j < mb.size() && mb[j].second <= x.first) ++j;
+    for (std::size_t k = j; k < mb.size() && mb[k].first < x.second; ++k)
+      covered += std::min(x.second, mb[k].second) - std::max(x.first, mb[k].first);
+  }
+  return union_length(ma) - covered;
+}
+
+VariantMetrics analyze(const Dag& dag, const Timeline& tl) {
+  VariantMetrics m;
+  m.first_start = kTickMax;
+  std::vector<Intervals> comm(static_cast<std::size_t>(dag.ranks())), compute(comm.size());
+  for (OpId id = 0; id < dag.size(); ++id) {
+    const Op& op = dag.op(id);
+    const OpTiming& t = tl.ops[id];
+    const OpClass c = op_class(op);
+    m.flops += op_flops(op);
+    if (c == OpClass::event) continue;
+    m.first_start = std::min(m.first_start, t.start);
+    m.last_end = std::max(m.last_end, t.end);
+    auto& bucket = c == OpClass::compute ? compute : comm;
+    bucket[static_cast<std::size_t>(op.rank)].emplace_back(t.start, t.end);
+  }
+  if (m.first_start == kTickMax) m.first_start = 0;
+  m.makespan = m.last_end - m.first_start;
+  const double ranks = dag.ranks();
+  double exposed = 0, sm = 0, link = 0;
+  for (int r = 0; r < dag.ranks(); ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    exposed += static_cast<double>(uncovered_length(comm[ri], compute[ri]));
+    if (m.makespan > 0) {
+      sm += sample_integral(tl.busy_sms[ri], m.first_start, m.last_end) / (tl.sm_count[ri] * static_cast<double>(m.makespan));
+      link += tl.egress_bytes[ri] / (tl.port_bytes_per_ps * static_cast<double>(m.makespan));
+    }
+  }
+  m.exposed_comm = static_cast<Tick>(exposed / ranks);
+  m.sm_utilization = sm / ranks;
+  m.nvlink_utilization = link / ranks;
+  m.critical_path = critical_path(dag, tl);
+  return m;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,63 @@
+// tpsim command line. Exit codes: 0 ok, 2 bad input, 1 internal error.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "tpsim/app/run_scenario.hpp"
+#include "tpsim/io/chrome_trace.hpp"
+#include "tpsim/io/input_error.hpp"
+#include "tpsim/io/result_writers.hpp"
+
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw tpsim::InputError(fmt::format("{}: cannot write file", path));
+  out << text;
+}
+
+int run_command(const std::string& scenario_file, const std::string& trace_file, const std::string& json_file) {
+  const tpsim::Scenario s = tpsim::load_scenario_file(scenario_file);
+  const tpsim::RunResult r = tpsim::run_scenario(s);
+  if (!trace_file.empty()) write_file(trace_file, tpsim::chrome_trace(r).dump() + "\n");
+  const std::string json = tpsim::result_json(r).dump(2) + "\n";
+  if (json_file == "-") {
+    std::cout << json;
+  } else {
+    if (!json_file.empty()) write_file(json_file, json);
+    std::cout << tpsim::format_table(r);
+    if (!trace_file.empty()) std::cout << fmt::format("trace: {} (open in https://ui.perfetto.dev)\n", trace_file);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tpsim: tensor-parallel communication/computation overlap simulator"};
+  app.require_subcommand(1);
+  std::string scenario, trace, json;
+  auto* run = app.add_subcommand("run", "simulate every variant of a scenario");
+  run->add_option("scenario", scenario, "scenario JSON file")->required();
+  run->add_option("--trace", trace, "write a Chrome trace (Perfetto) to FILE");
+  run->add_option("--json", json, "write the result JSON to FILE, or - for stdout (replaces the table)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (*run) return run_command(scenario, trace, json);
+  } catch (const tpsim::InputError& e) {
+    std::cerr << "tpsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "tpsim: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+#include "tpsim/cost/gemm_cost.hpp"
+
+#include <algorithm>
+
+namespace tpsim {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
+  GemmPlan plan;
+  plan.dtype = p.dtype;
+  plan.tile = tile;
+  plan.split_k = split_k;
+  plan.tiles = ceil_div(p.m, tile.m) * ceil_div(p.n, tile.n);
+  plan.blocks = plan.tiles * split_k;
+  const std::int64_t k_slice = ceil_div(ceil_div(p.k, split_k), tile.k) * tile.k;
+  plan.flops_per_block = 2.0 * tile.m * tile.n * static_cast<double>(k_slice);
+  const double e = dtype_bytes(p.dtype);
+  const double mn = static_cast<double>(p.m) * static_cast<double>(p.n);
+  plan.hbm_bytes = e * (static_cast<double>(p.m) * p.k + static_cast<double>(p.k) * p.n + mn);
+  // Split-K writes fp32 partials and reads them back in the reduction.
+  if (split_k > 1) plan.hbm_bytes += 2.0 * 4.0 * mn * split_k;
+  plan.hbm_bytes_per_block = plan.hbm_bytes / static_cast<double>(plan.blocks);
+  return plan;
+}
+
+}  // namespace
+
+Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing) {
+  const double flops_rate = hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.tile.mainloop_efficiency;
+  const double hbm_share = hw.memory.hbm_bytes_per_ps / std::max(1, memory_blocks_sharing);
+  const double byte_rate = std::min(hw.memory.sm_max_bytes_per_ps, hbm_share);
+  // The K loop is pipelined: loads for stage i+1 overlap the MMAs of stage i, so
+  // the block is bound by the slower of the two, plus its fixed prologue/epilogue.
+  const Tick compute = duration_for(plan.flops_per_block, flops_rate);
+  const Tick memory = duration_for(plan.hbm_bytes_per_block, byte_rate);
+  return hw.gemm.block_prologue + std::max(compute, memory);
+}
+
+Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms) {
+  sms = std::max(1, sms);
+  const std::int64_t waves = ceil_div(plan.blocks, sms);
+  const int concurrent = static_cast<int>(std::min<std::int64_t>(plan.blocks, sms));
+  return waves * gemm_block_time(plan, hw, concurrent);
+}
+
+GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
+  GemmPlan best;
+  Tick best_time = kTickMax;
+  for (const GemmTile& tile : hw.gemm.tiles) {
+    for (int split = 1; split <= hw.gemm.max_split_k; ++split) {
+      if (split > 1 && p.k / split < hw.gemm.min_split_k_depth) break;
+      GemmPlan plan = make_plan(p, tile, split);
+      // Split-K only pays when the tiles alone leave SMs idle.
+      if (split > 1 && plan.tiles * (split - 1) >= hw.sm.count) break;
+      const Tick t = estimate_gemm_time(plan, hw, hw.sm.count);
+      if (t < best_time) best_time = t, best = plan;
+    }
+  }
+  return best;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,32 @@
+#include "tpsim/cost/nccl_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tpsim {
+
+Tick ring_estimate(const NcclProtocol& proto, double buffer_bytes, int ranks, const HardwareSpec& hw) {
+  const double per_rank = buffer_bytes * (ranks - 1) / ranks;
+  return proto.base_latency + (ranks - 1) * proto.step_latency +
+         duration_for(per_rank, hw.fabric.port_bytes_per_ps * proto.bandwidth_efficiency);
+}
+
+RingPlan plan_ring(CollectiveKind /*kind*/, double buffer_bytes, int ranks, const HardwareSpec& hw) {
+  RingPlan plan;
+  Tick best = kTickMax;
+  for (const NcclProtocol& proto : hw.nccl.protocols) {
+    const Tick t = ring_estimate(proto, buffer_bytes, ranks, hw);
+    if (t < best) best = t, plan.protocol = &proto;
+  }
+  const NcclProtocol& p = *plan.protocol;
+  // NCCL drops a channel while the message is under channels x threads x threshold bytes.
+  const double per_channel = p.threads * p.channel_threshold;
+  plan.channels = static_cast<int>(std::clamp(std::floor(buffer_bytes / per_channel), 1.0,
+                                              static_cast<double>(hw.nccl.max_channels)));
+  plan.latency = hw.nccl.ring_startup + p.base_latency + (ranks - 1) * p.step_latency;
+  plan.bytes_per_rank = buffer_bytes * (ranks - 1) / ranks;
+  plan.rate_cap_bytes_per_ps = hw.fabric.port_bytes_per_ps * p.bandwidth_efficiency;
+  return plan;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,56 @@
+#include "tpsim/dag/dag.hpp"
+
+#include <stdexcept>
+
+#include <boost/graph/topological_sort.hpp>
+#include <fmt/format.h>
+
+namespace tpsim {
+
+Dag::Dag(int ranks) : ranks_(ranks), program_(static_cast<std::size_t>(ranks)), last_on_stream_(static_cast<std::size_t>(ranks)) {}
+
+OpId Dag::add(int rank, int stream, std::string name, OpPayload payload) {
+  if (rank < 0 || rank >= ranks_ || stream < 0) throw std::logic_error("op on a rank or stream that does not exist");
+  const OpId id = boost::add_vertex(Op{std::move(name), rank, stream, std::move(payload)}, g_);
+  auto& last = last_on_stream_[static_cast<std::size_t>(rank)];
+  if (last.size() <= static_cast<std::size_t>(stream)) last.resize(static_cast<std::size_t>(stream) + 1, -1);
+  if (last[static_cast<std::size_t>(stream)] >= 0)
+    boost::add_edge(static_cast<OpId>(last[static_cast<std::size_t>(stream)]), id, g_);
+  last[static_cast<std::size_t>(stream)] = static_cast<long>(id);
+  program_[static_cast<std::size_t>(rank)].push_back(id);
+  if (const auto* r = std::get_if<RecordOp>(&g_[id].payload)) {
+    if (record_for_event_.size() <= static_cast<std::size_t>(r->event))
+      record_for_event_.resize(static_cast<std::size_t>(r->event) + 1, -1);
+    record_for_event_[static_cast<std::size_t>(r->event)] = static_cast<long>(id);
+  }
+  if (const auto* w = std::get_if<WaitOp>(&g_[id].payload)) boost::add_edge(record_of(w->event), id, g_);
+  return id;
+}
+
+void Dag::join(int rank, int from_stream, int to_stream, const std::string& name) {
+  const int e = new_event();
+  add(rank, from_stream, name + ".record", RecordOp{e});
+  add(rank, to_stream, name + ".wait", WaitOp{e});
+}
+
+int Dag::streams(int rank) const {
+  return static_cast<int>(last_on_stream_[static_cast<std::size_t>(rank)].size());
+}
+
+OpId Dag::record_of(int event) const {
+  if (event < 0 || static_cast<std::size_t>(event) >= record_for_event_.size() ||
+      record_for_event_[static_cast<std::size_t>(event)] < 0)
+    throw std::logic_error(fmt::format("wait on event {} that is never recorded", event));
+  return static_cast<OpId>(record_for_event_[static_cast<std::size_t>(event)]);
+}
+
+void Dag::validate() const {
+  std::vector<OpId> order;
+  try {
+    boost::topological_sort(g_, std::back_inserter(order));
+  } catch (const boost::not_a_dag&) {
+    throw std::logic_error("op graph has a dependency cycle");
+  }
+}
+
+}  // namespace tpsim

@@ -1,0 +1,128 @@
+#include "tpsim/io/chrome_trace.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+constexpr int kCopyEngineTid = 100;
+
+double ts(Tick t) { return std::round(static_cast<double>(t) / 1e3) / 1e3; }  // us, ns resolution
+
+struct TraceBuilder {
+  Json events = Json::array();
+  int next_flow = 1;
+
+  void meta(int pid, int tid, const std::string& what, const std::string& name) {
+    Json e{{"ph", "M"}, {"pid", pid}, {"name", what}, {"args", {{"name", name}}}};
+    if (tid >= 0) e["tid"] = tid;
+    events.push_back(e);
+  }
+  void flow(int pid_a, int tid_a, Tick t_a, int pid_b, int tid_b, Tick t_b, const std::string& name) {
+    const int id = next_flow++;
+    events.push_back({{"ph", "s"}, {"id", id}, {"pid", pid_a}, {"tid", tid_a}, {"ts", ts(t_a)}, {"name", name}, {"cat", "dependency"}});
+    events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"pid", pid_b}, {"tid", tid_b}, {"ts", ts(t_b)}, {"name", name}, {"cat", "dependency"}});
+  }
+};
+
+int tid_of(const Op& op, const OpTiming& t) {
+  return std::holds_alternative<CopyOp>(op.payload) ? kCopyEngineTid + std::max(0, t.engine) : op.stream + 1;
+}
+
+Json op_args(const Op& op, const OpTiming& t) {
+  Json a{{"kind", std::string(op_kind_name(op))}, {"issued_us", ts(t.issued)}, {"ready_us", ts(t.ready)}};
+  if (const auto* g = std::get_if<GemmOp>(&op.payload))
+    a["shape"] = fmt::format("[{},{}]x[{},{}] {}", g->problem.m, g->problem.k, g->problem.k, g->problem.n, dtype_name(g->problem.dtype));
+  if (const auto* c = std::get_if<CopyOp>(&op.payload)) a["route"] = fmt::format("GPU {} -> GPU {}", c->src_rank, c->dst_rank);
+  if (op_flops(op) > 0) a["flops"] = op_flops(op);
+  if (op_bytes(op) > 0) a["bytes"] = op_bytes(op);
+  if (!t.detail.empty()) a["detail"] = t.detail;
+  return a;
+}
+
+// Nearest op on the same stream that is not a record/wait, walking `forward` or back.
+long visible_neighbor(const Dag& dag, OpId id, bool forward) {
+  const auto& g = dag.graph();
+  OpId cur = id;
+  while (true) {
+    long next = -1;
+    if (forward) {
+      for (auto [e, end] = boost::out_edges(cur, g); e != end; ++e)
+        if (dag.op(boost::target(*e, g)).stream == dag.op(cur).stream && dag.op(boost::target(*e, g)).rank == dag.op(cur).rank)
+          next = static_cast<long>(boost::target(*e, g));
+    } else {
+      for (auto [e, end] = boost::in_edges(cur, g); e != end; ++e)
+        if (dag.op(boost::source(*e, g)).stream == dag.op(cur).stream && dag.op(boost::source(*e, g)).rank == dag.op(cur).rank)
+          next = static_cast<long>(boost::source(*e, g));
+    }
+    if (next < 0) return -1;
+    cur = static_cast<OpId>(next);
+    if (op_class(dag.op(cur)) != OpClass::event) return next;
+  }
+}
+
+}  // namespace
+
+Json chrome_trace(const RunResult& r) {
+  TraceBuilder tb;
+  for (std::size_t vi = 0; vi < r.runs.size(); ++vi) {
+    const VariantRun& run = r.runs[vi];
+    const Dag& dag = run.dag;
+    const Timeline& tl = run.timeline;
+    const auto pid = [&](int rank) { return static_cast<int>(vi) * 1000 + rank + 1; };
+    for (int rank = 0; rank < dag.ranks(); ++rank) {
+      tb.meta(pid(rank), -1, "process_name", fmt::format("{} / GPU {}", run.variant, rank));
+      tb.events.push_back({{"ph", "M"}, {"pid", pid(rank)}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid(rank)}}}});
+      for (int s = 0; s < dag.streams(rank); ++s) tb.meta(pid(rank), s + 1, "thread_name", fmt::format("stream {}", s));
+      for (int e = 0; e < r.scenario.hardware.copy_engines.p2p_engines; ++e)
+        tb.meta(pid(rank), kCopyEngineTid + e, "thread_name", fmt::format("copy engine {}", e));
+      for (const Sample& smp : tl.busy_sms[static_cast<std::size_t>(rank)])
+        tb.events.push_back({{"ph", "C"}, {"pid", pid(rank)}, {"name", "busy SMs"}, {"ts", ts(smp.time)}, {"args", {{"SMs", smp.value}}}});
+      for (const Sample& smp : tl.egress_rate[static_cast<std::size_t>(rank)])
+        tb.events.push_back({{"ph", "C"}, {"pid", pid(rank)}, {"name", "NVLink egress GB/s"}, {"ts", ts(smp.time)},
+                             {"args", {{"GB/s", std::round(smp.value * 1e4) / 10.0}}}});
+    }
+    std::vector<std::vector<OpId>> groups(static_cast<std::size_t>(dag.groups()));
+    for (OpId id = 0; id < dag.size(); ++id) {
+      const Op& op = dag.op(id);
+      const OpTiming& t = tl.ops[id];
+      if (const auto* w = std::get_if<WaitOp>(&op.payload)) {
+        const long from = visible_neighbor(dag, dag.record_of(w->event), false);
+        const long to = visible_neighbor(dag, id, true);
+        if (from >= 0 && to >= 0) {
+          const Op& a = dag.op(static_cast<OpId>(from));
+          const Op& b = dag.op(static_cast<OpId>(to));
+          tb.flow(pid(a.rank), tid_of(a, tl.ops[static_cast<OpId>(from)]), tl.ops[static_cast<OpId>(from)].start,
+                  pid(b.rank), tid_of(b, tl.ops[static_cast<OpId>(to)]), tl.ops[static_cast<OpId>(to)].start, "stream wait");
+        }
+      }
+      if (op_class(op) == OpClass::event) continue;
+      if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) groups[static_cast<std::size_t>(c->group)].push_back(id);
+      if (const auto* b = std::get_if<BarrierOp>(&op.payload)) groups[static_cast<std::size_t>(b->group)].push_back(id);
+      tb.events.push_back({{"ph", "X"}, {"pid", pid(op.rank)}, {"tid", tid_of(op, t)}, {"name", op.name},
+                           {"cat", std::string(op_kind_name(op))}, {"ts", ts(t.start)}, {"dur", ts(t.end) - ts(t.start)},
+                           {"args", op_args(op, t)}});
+    }
+    // Cross-rank: the last rank to arrive releases everyone else.
+    for (const auto& members : groups) {
+      if (members.size() < 2) continue;
+      OpId last = members.front();
+      for (OpId m : members)
+        if (tl.ops[m].start > tl.ops[last].start) last = m;
+      for (OpId m : members) {
+        if (m == last) continue;
+        const Op& a = dag.op(last);
+        const Op& b = dag.op(m);
+        tb.flow(pid(a.rank), tid_of(a, tl.ops[last]), tl.ops[last].start, pid(b.rank), tid_of(b, tl.ops[m]),
+                std::max(tl.ops[m].start, tl.ops[m].end - kPicosPerNs), "rendezvous");
+      }
+    }
+  }
+  return Json{{"traceEvents", tb.events}, {"displayTimeUnit", "ns"},
+              {"otherData", {{"scenario", r.scenario.name}, {"hardware", r.scenario.hardware.name}, {"generator", "tpsim"}}}};
+}
+
+}  // namespace tpsim

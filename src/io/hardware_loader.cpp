@@ -1,0 +1,221 @@
+#include "tpsim/io/hardware_loader.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Conversion factors into simulator units, per dimension.
+const std::map<std::string, std::map<std::string, double>>& unit_table() {
+  static const std::map<std::string, std::map<std::string, double>> table = {
+      {"count", {{"count", 1.0}}},
+      {"fraction", {{"fraction", 1.0}}},
+      {"bytes", {{"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"MB", 1e6}}},
+      {"time", {{"ns", 1e3}, {"us", 1e6}}},                          // -> ps
+      {"bandwidth", {{"GB/s", 1e9 / 1e12}, {"TB/s", 1e12 / 1e12}}},  // -> bytes/ps
+      {"flops", {{"TFLOP/s", 1e12 / 1e12}}},                         // -> FLOP/ps
+  };
+  return table;
+}
+
+class Quantities {
+ public:
+  explicit Quantities(const ObjectReader& r) : r_(r) {}
+
+  double get(const std::string& key, const std::string& dimension) const {
+    const ObjectReader q = r_.object(key, {"value", "unit", "source"});
+    const Json& v = q.at("value");
+    if (!v.is_number()) fail_at(q.child_path("value"), fmt::format("must be a number, got {}", v.type_name()));
+    const double value = v.get<double>();
+    if (!std::isfinite(value) || value <= 0) fail_at(q.child_path("value"), fmt::format("must be positive, got {}", v.dump()));
+    const std::string unit = q.string("unit");
+    const auto& units = unit_table().at(dimension);
+    const auto it = units.find(unit);
+    if (it == units.end()) {
+      std::vector<std::string> names;
+      for (const auto& [name, f] : units) names.push_back(name);
+      fail_at(q.child_path("unit"), fmt::format("unit \"{}\" is not a {} unit (use one of: {})", unit, dimension, fmt::join(names, ", ")));
+    }
+    if (q.string("source").empty()) fail_at(q.child_path("source"), "must say where the number comes from");
+    if (dimension == "fraction" && value > 1.0) fail_at(q.child_path("value"), "a fraction must be at most 1");
+    return value * it->second;
+  }
+  int count(const std::string& key) const {
+    const double v = get(key, "count");
+    if (v != std::floor(v) || v > 1e9) fail_at(r_.child_path(key) + ".value", "must be a whole number");
+    return static_cast<int>(v);
+  }
+  Tick time(const std::string& key) const { return static_cast<Tick>(std::llround(get(key, "time"))); }
+  int bytes(const std::string& key) const { return static_cast<int>(std::llround(get(key, "bytes"))); }
+
+ private:
+  const ObjectReader& r_;
+};
+
+GemmTile parse_tile(const Json& j, const std::string& path) {
+  const ObjectReader r(j, path, {"shape", "mainloop_efficiency"});
+  const std::string shape = r.string("shape");
+  GemmTile t;
+  char x1 = 0, x2 = 0;
+  int used = 0;
+  if (std::sscanf(shape.c_str(), "%d%c%d%c%d%n", &t.m, &x1, &t.n, &x2, &t.k, &used) != 5 || x1 != 'x' || x2 != 'x' ||
+      used != static_cast<int>(shape.size()) || t.m <= 0 || t.n <= 0 || t.k <= 0)
+    fail_at(r.child_path("shape"), fmt::format("must look like \"128x256x64\", got \"{}\"", shape));
+  t.mainloop_efficiency = Quantities(r).get("mainloop_efficiency", "fraction");
+  return t;
+}
+
+NcclProtocol parse_protocol(const std::string& name, const ObjectReader& r) {
+  const Quantities q(r);
+  NcclProtocol p;
+  p.name = name;
+  p.base_latency = q.time("base_latency");
+  p.step_latency = q.time("step_latency");
+  p.bandwidth_efficiency = q.get("bandwidth_efficiency", "fraction");
+  p.threads = q.count("threads_per_block");
+  p.channel_threshold = q.get("channel_threshold", "bytes");
+  return p;
+}
+
+}  // namespace
+
+HardwareSpec parse_hardware(const Json& j, const std::string& src) {
+  (void)src;
+  const ObjectReader root(j, "$", {"name", "description", "sm", "compute", "gemm", "memory", "launch", "copy_engines",
+                                   "nvlink", "nccl", "barrier", "elementwise"});
+  HardwareSpec hw;
+  hw.name = root.string("name");
+  hw.description = root.optional_string("description").value_or("");
+
+  const ObjectReader sm = root.object("sm", {"count", "max_threads", "registers", "shared_memory", "max_blocks"});
+  const Quantities smq(sm);
+  hw.sm.count = smq.count("count");
+  hw.sm.capacity = {smq.count("max_threads"), smq.count("registers"), smq.bytes("shared_memory"), smq.count("max_blocks")};
+
+  const ObjectReader compute = root.object("compute", {"peak_dense"});
+  const ObjectReader peak = compute.object("peak_dense", {"bf16", "fp16", "fp32", "fp8"});
+  for (Dtype d : {Dtype::bf16, Dtype::fp16, Dtype::fp32, Dtype::fp8})
+    hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
+
+  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "max_split_k", "min_split_k_depth"});
+  const Json& tiles = gemm.array("tiles");
+  if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
+  for (std::size_t i = 0; i < tiles.size(); ++i)
+    hw.gemm.tiles.push_back(parse_tile(tiles[i], fmt::format("{}[{}]", gemm.child_path("tiles"), i)));
+  const ObjectReader block = gemm.object("block", {"threads", "registers_per_thread", "shared_memory"});
+  const Quantities bq(block);
+  hw.gemm.block = {bq.count("threads"), bq.count("threads") * bq.count("registers_per_thread"), bq.bytes("shared_memory"), 1};
+  const Quantities gq(gemm);
+  hw.gemm.block_prologue = gq.time("block_prologue");
+  hw.gemm.max_split_k = gq.count("max_split_k");
+  hw.gemm.min_split_k_depth = gq.count("min_split_k_depth");
+
+  const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth"});
+  const Quantities mq(mem);
+  hw.memory.hbm_bytes_per_ps = mq.get("hbm_bandwidth", "bandwidth") * mq.get("hbm_efficiency", "fraction");
+  hw.memory.sm_max_bytes_per_ps = mq.get("sm_max_bandwidth", "bandwidth");
+
+  const ObjectReader launch = root.object("launch", {"host_overhead", "device_latency"});
+  hw.launch.host_overhead = Quantities(launch).time("host_overhead");
+  hw.launch.device_latency = Quantities(launch).time("device_latency");
+
+  const ObjectReader ce = root.object("copy_engines", {"count", "p2p_engines", "bandwidth", "latency"});
+  const Quantities cq(ce);
+  hw.copy_engines = {cq.count("count"), cq.count("p2p_engines"), cq.get("bandwidth", "bandwidth"), cq.time("latency")};
+  if (hw.copy_engines.p2p_engines > hw.copy_engines.count)
+    fail_at(ce.child_path("p2p_engines"), "cannot exceed copy_engines.count");
+
+  const ObjectReader nv = root.object("nvlink", {"topology", "bandwidth_per_direction", "efficiency"});
+  hw.fabric.topology = nv.string("topology");
+  if (hw.fabric.topology != "switch") fail_at(nv.child_path("topology"), fmt::format("unsupported topology \"{}\" (supported: switch)", hw.fabric.topology));
+  hw.fabric.port_bytes_per_ps = Quantities(nv).get("bandwidth_per_direction", "bandwidth") * Quantities(nv).get("efficiency", "fraction");
+
+  const ObjectReader nccl = root.object("nccl", {"max_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols"});
+  const Quantities nq(nccl);
+  hw.nccl.max_channels = nq.count("max_channels");
+  hw.nccl.ring_startup = nq.time("ring_startup");
+  hw.nccl.registers_per_thread = nq.count("registers_per_thread");
+  hw.nccl.shared_bytes = nq.bytes("shared_memory");
+  const ObjectReader protos = nccl.object("protocols", {"LL", "LL128", "Simple"});
+  for (const std::string name : {"LL", "LL128", "Simple"})
+    if (protos.has(name))
+      hw.nccl.protocols.push_back(parse_protocol(name, protos.object(name, {"base_latency", "step_latency", "bandwidth_efficiency", "threads_per_block", "channel_threshold"})));
+  if (hw.nccl.protocols.empty()) fail_at(protos.path(), "needs at least one protocol");
+
+  const ObjectReader bar = root.object("barrier", {"latency", "threads", "registers_per_thread"});
+  const Quantities baq(bar);
+  hw.barrier.latency = baq.time("latency");
+  hw.barrier.block = {baq.count("threads"), baq.count("threads") * baq.count("registers_per_thread"), 0, 1};
+
+  const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead"});
+  const Quantities eq(ew);
+  hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
+  hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm");
+  hw.elementwise.block_overhead = eq.time("block_overhead");
+
+  // Every kind of block must fit an empty SM, or the simulation could never place it.
+  const auto check_fits = [&](const BlockResources& b, const std::string& path) {
+    const auto& c = hw.sm.capacity;
+    if (b.threads > c.threads || b.registers > c.registers || b.shared_bytes > c.shared_bytes)
+      fail_at(path, "block does not fit on one SM (threads, registers or shared memory)");
+  };
+  check_fits(hw.gemm.block, "$.gemm.block");
+  check_fits(hw.barrier.block, "$.barrier");
+  check_fits(hw.elementwise.block, "$.elementwise");
+  for (const auto& p : hw.nccl.protocols)
+    check_fits({p.threads, p.threads * hw.nccl.registers_per_thread, hw.nccl.shared_bytes, 1}, "$.nccl.protocols." + p.name);
+  return hw;
+}
+
+HardwareSpec load_hardware_file(const std::string& file) {
+  const Json j = read_json_file(file);
+  try {
+    return parse_hardware(j, file);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", file, e.what()));
+  }
+}
+
+std::string models_dir() {
+  if (const char* env = std::getenv("TPSIM_MODELS_DIR"); env && *env) return env;
+  return std::string(TPSIM_SOURCE_DIR) + "/models";
+}
+
+std::vector<std::string> shipped_hardware_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(models_dir(), ec))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+HardwareSpec resolve_hardware(const std::string& ref, const std::string& json_path, const std::string& relative_to) {
+  const bool is_path = ref.find('/') != std::string::npos || (ref.size() > 5 && ref.ends_with(".json"));
+  if (is_path) {
+    fs::path p(ref);
+    if (p.is_relative() && !fs::exists(p) && !relative_to.empty()) p = fs::path(relative_to) / p;
+    if (!fs::exists(p)) fail_at(json_path, fmt::format("hardware file \"{}\" not found", ref));
+    return load_hardware_file(p.string());
+  }
+  const auto names = shipped_hardware_names();
+  if (std::find(names.begin(), names.end(), ref) == names.end()) {
+    std::string msg = fmt::format("unknown hardware \"{}\"", ref);
+    if (auto s = closest_match(ref, names)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+    else msg += fmt::format(" (available: {})", fmt::join(names, ", "));
+    fail_at(json_path, msg);
+  }
+  return load_hardware_file(models_dir() + "/" + ref + ".json");
+}
+
+}  // namespace tpsim

@@ -1,0 +1,139 @@
+#include "tpsim/io/json_reader.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0u : 1u)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::optional<std::string> closest_match(const std::string& word, const std::vector<std::string>& choices) {
+  std::optional<std::string> best;
+  std::size_t best_d = std::max<std::size_t>(2, word.size() / 2) + 1;
+  for (const auto& c : choices) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
+}
+
+void fail_at(const std::string& path, const std::string& problem) {
+  throw InputError(fmt::format("{}: {}", path, problem));
+}
+
+Json parse_json_text(const std::string& text, const std::string& source) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    std::string what = e.what();
+    // nlohmann prefixes "[json.exception.parse_error.101] parse error at ..."; keep the useful tail.
+    const auto pos = what.find("] ");
+    throw InputError(fmt::format("{}: malformed JSON: {}", source, pos == std::string::npos ? what : what.substr(pos + 2)));
+  }
+}
+
+Json read_json_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", file));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_json_text(text.str(), file);
+}
+
+static std::string type_name(const Json& v) { return v.type_name(); }
+
+ObjectReader::ObjectReader(const Json& j, std::string path, std::vector<std::string> allowed)
+    : j_(&j), path_(std::move(path)), allowed_(std::move(allowed)) {
+  if (!j.is_object()) fail_at(path_, fmt::format("must be an object, got {}", type_name(j)));
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(allowed_.begin(), allowed_.end(), key) != allowed_.end()) continue;
+    std::string msg = fmt::format("unknown key \"{}\"", key);
+    if (auto s = closest_match(key, allowed_)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+    else msg += fmt::format(" (allowed: {})", fmt::join(allowed_, ", "));
+    fail_at(path_, msg);
+  }
+}
+
+const Json& ObjectReader::at(const std::string& key) const {
+  if (!j_->contains(key)) fail_at(path_, fmt::format("missing required key \"{}\"", key));
+  return (*j_)[key];
+}
+
+std::int64_t as_positive_int(const Json& v, const std::string& path) {
+  if (v.is_number_integer() || v.is_number_unsigned()) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+      fail_at(path, "integer too large");
+    const auto x = v.get<std::int64_t>();
+    if (x <= 0) fail_at(path, fmt::format("must be a positive integer, got {}", x));
+    return x;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && d > 0 && d < 9.2e18) return static_cast<std::int64_t>(d);
+    fail_at(path, fmt::format("must be a positive integer, got {}", v.dump()));
+  }
+  fail_at(path, fmt::format("must be a positive integer, got {}", type_name(v)));
+}
+
+std::string as_string(const Json& v, const std::string& path) {
+  if (!v.is_string()) fail_at(path, fmt::format("must be a string, got {}", type_name(v)));
+  return v.get<std::string>();
+}
+
+std::int64_t ObjectReader::positive_int(const std::string& key) const {
+  return as_positive_int(at(key), child_path(key));
+}
+
+std::int64_t ObjectReader::positive_int_or(const std::string& key, std::int64_t fallback) const {
+  return has(key) ? positive_int(key) : fallback;
+}
+
+double ObjectReader::positive_number(const std::string& key) const {
+  const Json& v = at(key);
+  if (!v.is_number()) fail_at(child_path(key), fmt::format("must be a number, got {}", type_name(v)));
+  const double d = v.get<double>();
+  if (!(d > 0) || !std::isfinite(d)) fail_at(child_path(key), fmt::format("must be positive, got {}", v.dump()));
+  return d;
+}
+
+double ObjectReader::fraction(const std::string& key) const {
+  const double d = positive_number(key);
+  if (d > 1.0) fail_at(child_path(key), fmt::format("must be a fraction in (0, 1], got {}", d));
+  return d;
+}
+
+std::string ObjectReader::string(const std::string& key) const { return as_string(at(key), child_path(key)); }
+
+std::optional<std::string> ObjectReader::optional_string(const std::string& key) const {
+  if (!has(key)) return std::nullopt;
+  return string(key);
+}
+
+ObjectReader ObjectReader::object(const std::string& key, std::vector<std::string> allowed) const {
+  return ObjectReader(at(key), child_path(key), std::move(allowed));
+}
+
+const Json& ObjectReader::array(const std::string& key) const {
+  const Json& v = at(key);
+  if (!v.is_array()) fail_at(child_path(key), fmt::format("must be an array, got {}", type_name(v)));
+  return v;
+}
+
+}  // namespace tpsim

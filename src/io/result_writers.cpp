@@ -1,0 +1,79 @@
+#include "tpsim/io/result_writers.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+// Rounded so printed JSON stays short and stable (0.001 us = 1 ns).
+double round_to(double v, double step) { return std::round(v / step) * step; }
+
+std::string path_summary(const CriticalPath& cp) {
+  std::vector<std::pair<Tick, std::string>> parts;
+  Tick total = 0;
+  for (const auto& [kind, t] : cp.by_kind) parts.emplace_back(t, kind), total += t;
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::vector<std::string> out;
+  for (const auto& [t, kind] : parts)
+    out.push_back(fmt::format("{} {:.0f}%", kind, 100.0 * static_cast<double>(t) / static_cast<double>(total)));
+  return fmt::format("{}", fmt::join(out, ", "));
+}
+
+}  // namespace
+
+std::string format_table(const RunResult& r) {
+  const Scenario& s = r.scenario;
+  std::string out = fmt::format("{}{}: {} m={} k={} n={} {} on {} x {}\n", s.name.empty() ? "" : s.name, s.name.empty() ? "scenario" : "",
+                                s.workload.op, s.workload.m, s.workload.k, s.workload.n, dtype_name(s.dtype), s.gpus, s.hardware.name);
+  out += fmt::format("{:<12} {:>12} {:>8} {:>14} {:>7} {:>7}  {}\n", "variant", "makespan_us", "speedup", "exposed_comm_us",
+                     "SM%", "NVLink%", "critical path");
+  for (const auto& run : r.runs) {
+    const auto& m = run.metrics;
+    const auto sp = r.speedup(run);
+    out += fmt::format("{:<12} {:>12.1f} {:>8} {:>14.1f} {:>7.1f} {:>7.1f}  {}\n", run.variant, to_us(m.makespan),
+                       sp ? fmt::format("{:.3f}x", *sp) : "-", to_us(m.exposed_comm), 100 * m.sm_utilization,
+                       100 * m.nvlink_utilization, path_summary(m.critical_path));
+  }
+  return out;
+}
+
+Json result_json(const RunResult& r) {
+  const Scenario& s = r.scenario;
+  Json j;
+  j["scenario"] = s.name;
+  j["hardware"] = s.hardware.name;
+  j["gpus"] = s.gpus;
+  j["dtype"] = std::string(dtype_name(s.dtype));
+  j["workload"] = s.workload_json;
+  j["results"] = Json::array();
+  for (const auto& run : r.runs) {
+    const auto& m = run.metrics;
+    Json v;
+    v["variant"] = run.variant;
+    v["makespan_us"] = round_to(to_us(m.makespan), 1e-3);
+    const auto sp = r.speedup(run);
+    v["speedup_vs_baseline"] = sp ? Json(round_to(*sp, 1e-4)) : Json(nullptr);
+    v["exposed_comm_us"] = round_to(to_us(m.exposed_comm), 1e-3);
+    v["sm_utilization"] = round_to(m.sm_utilization, 1e-4);
+    v["nvlink_utilization"] = round_to(m.nvlink_utilization, 1e-4);
+    v["tflops_per_gpu"] = m.makespan > 0 ? round_to(m.flops / s.gpus / (static_cast<double>(m.makespan) * 1e-12) / 1e12, 1e-2) : 0.0;
+    Json cp;
+    for (const auto& [kind, t] : m.critical_path.by_kind) cp[kind + "_us"] = round_to(to_us(t), 1e-3);
+    Json path = Json::array();
+    for (OpId id : m.critical_path.ops) {
+      const Op& op = run.dag.op(id);
+      if (op_class(op) == OpClass::event) continue;
+      path.push_back(fmt::format("rank{}:{}", op.rank, op.name));
+    }
+    v["critical_path"] = {{"by_kind", cp}, {"ops", path}};
+    v["ops"] = run.dag.size();
+    v["simulated_events"] = run.timeline.events;
+    j["results"].push_back(v);
+  }
+  return j;
+}
+
+}  // namespace tpsim

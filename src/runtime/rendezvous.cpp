@@ -1,0 +1,25 @@
+#include "tpsim/runtime/rendezvous.hpp"
+
+namespace tpsim {
+
+static int group_of(const Op& op) {
+  if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->group;
+  if (const auto* b = std::get_if<BarrierOp>(&op.payload)) return b->group;
+  return -1;
+}
+
+Rendezvous::Rendezvous(const Dag& dag)
+    : members_(static_cast<std::size_t>(dag.groups())), arrived_(members_.size(), 0), last_(members_.size(), 0) {
+  for (OpId id = 0; id < dag.size(); ++id) {
+    const int g = group_of(dag.op(id));
+    if (g >= 0) members_[static_cast<std::size_t>(g)].push_back(id);
+  }
+}
+
+void Rendezvous::arrive(int group, OpId op, const std::function<void(const std::vector<OpId>&)>& on_all) {
+  const auto g = static_cast<std::size_t>(group);
+  last_[g] = op;
+  if (++arrived_[g] == static_cast<int>(members_[g].size())) on_all(members_[g]);
+}
+
+}  // namespace tpsim

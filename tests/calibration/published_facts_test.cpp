@@ -1,0 +1,68 @@
+// Predictions against ../shared/reference/published-facts.md (other people's
+// machines: tolerances 10-15%, never tuned to one row).
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "support/simulate.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+
+// A lone op on a fresh node: its device time.
+double lone_op_us(int ranks, const std::function<OpId(Dag&)>& build) {
+  Dag dag(ranks);
+  const OpId id = build(dag);
+  return op_us(execute(dag, h100()), id);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 8192^3 GEMM runs within 10% of ~798 TFLOP/s", "[published]") {
+  const double us = gemm_alone_us(8192, 8192, 8192, Dtype::bf16);
+  const double tflops = 2.0 * 8192.0 * 8192 * 8192 / (us * 1e-6) / 1e12;
+  INFO(fmt::format("predicted {:.1f} TFLOP/s ({:.1f} us)", tflops, us));
+  CHECK(tflops == Approx(798).epsilon(0.10));
+}
+
+TEST_CASE("f16 1024x4096x4096 GEMM takes within 15% of ~43 us", "[published]") {
+  const double us = gemm_alone_us(1024, 4096, 4096, Dtype::fp16);
+  INFO(fmt::format("predicted {:.1f} us", us));
+  CHECK(us == Approx(43).epsilon(0.15));
+}
+
+TEST_CASE("Ring reduce-scatter of 1 GiB on 8 GPUs reaches within 10% of 349 GB/s busbw", "[published]") {
+  const double bytes = 1024.0 * 1024 * 1024;
+  double us = 0;
+  Dag dag(8);
+  const int group = dag.new_group();
+  std::vector<OpId> ids;
+  for (int r = 0; r < 8; ++r) ids.push_back(dag.add(r, 0, "rs", CollectiveOp{CollectiveKind::reduce_scatter, bytes, group}));
+  const Timeline tl = execute(dag, h100());
+  us = op_us(tl, ids[0]);
+  const double busbw = bytes / (us * 1e-6) * 7.0 / 8.0 / 1e9;
+  INFO(fmt::format("predicted {:.1f} us, busbw {:.1f} GB/s", us, busbw));
+  CHECK(busbw == Approx(349.4).epsilon(0.10));
+}
+
+TEST_CASE("Copy-engine peer copy bandwidth is within 10% of ~390 GB/s", "[published]") {
+  const double bytes = 256.0 * 1024 * 1024;
+  const double us = lone_op_us(2, [&](Dag& d) { return d.add(0, 0, "copy", CopyOp{1, 0, bytes}); });
+  const double gbps = bytes / (us * 1e-6) / 1e9;
+  INFO(fmt::format("predicted {:.1f} GB/s", gbps));
+  CHECK(gbps == Approx(390).epsilon(0.10));
+}
+
+TEST_CASE("NCCL all-gather + cuBLAS reference (seed 002) within 15% on 2/4/8 GPUs", "[published]") {
+  const std::vector<std::pair<int, double>> published = {{2, 147}, {4, 290}, {8, 565}};
+  for (auto [gpus, us] : published) {
+    const auto r = simulate(fmt::format(R"({{"hardware": "h100_sxm", "gpus": {}, "dtype": "fp16",
+        "workload": {{"op": "allgather_matmul", "m": {}, "k": 4096, "n": 4096}}, "variants": ["baseline"]}})",
+                                        gpus, 1024 * gpus));
+    const double got = makespan_us(r, "baseline");
+    INFO(fmt::format("{} GPUs: predicted {:.1f} us, published {} us", gpus, got, us));
+    CHECK(got == Approx(us).epsilon(0.15));
+  }
+}

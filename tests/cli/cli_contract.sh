@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The CLI contract from outside: exit codes, one-line errors naming the JSON path,
+# --json - on stdout, byte-identical reruns.
+set -u
+tpsim="$1"
+root="$2"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+fails=0
+check() {  # name, expected exit, expected stderr substring, scenario text
+  local name="$1" want_rc="$2" want_msg="$3" text="$4"
+  printf '%s' "$text" > "$work/s.json"
+  "$tpsim" run "$work/s.json" > "$work/out" 2> "$work/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l < "$work/err")
+  if [ "$rc" != "$want_rc" ]; then echo "FAIL $name: exit $rc, wanted $want_rc"; cat "$work/err"; fails=$((fails+1)); return; fi
+  if [ -n "$want_msg" ]; then
+    if ! grep -qF -- "$want_msg" "$work/err"; then echo "FAIL $name: stderr lacks '$want_msg':"; cat "$work/err"; fails=$((fails+1)); return; fi
+    if [ "$lines" != 1 ]; then echo "FAIL $name: $lines lines on stderr"; cat "$work/err"; fails=$((fails+1)); return; fi
+  fi
+  echo "ok $name"
+}
+base='"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16"'
+check "good scenario" 0 "" "{$base, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 4096, \"k\": 4096, \"n\": 4096}}"
+check "misspelled key" 2 '$.workload: unknown key "nn" (did you mean "n"?)' "{$base, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 4096, \"k\": 4096, \"nn\": 4096}}"
+check "wrong type" 2 '$.gpus: must be a positive integer, got string' '{"hardware": "h100_sxm", "gpus": "8", "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}}'
+check "non-positive" 2 '$.workload.k: must be a positive integer, got -5' "{$base, \"workload\": {\"op\": \"matmul\", \"m\": 1, \"k\": -5, \"n\": 1}}"
+check "non-divisible" 2 '$.workload.m: 4100 rows do not divide evenly over 8 GPUs' "{$base, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 4100, \"k\": 4096, \"n\": 4096}}"
+check "unknown hardware" 2 '$.hardware: unknown hardware "h100_smx" (did you mean "h100_sxm"?)' '{"hardware": "h100_smx", "gpus": 8, "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}}'
+check "unknown variant" 2 '$.variants[1]: variant "fused" is not available for allgather_matmul' "{$base, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 4096, \"k\": 4096, \"n\": 4096}, \"variants\": [\"baseline\", \"fused\"]}"
+check "unknown op" 2 '$.workload.op: unknown op "allgather_matmull" (did you mean "allgather_matmul"?)' "{$base, \"workload\": {\"op\": \"allgather_matmull\", \"m\": 1, \"k\": 1, \"n\": 1}}"
+check "malformed JSON" 2 'malformed JSON' "{$base, \"workload\": "
+check "not an object" 2 '$: must be an object, got array' '[1, 2]'
+"$tpsim" run "$work/missing.json" > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 2 ] && grep -q "cannot open file" "$work/err"; then echo "ok missing file"; else echo "FAIL missing file: exit $rc"; fails=$((fails+1)); fi
+"$tpsim" frobnicate > /dev/null 2>&1; rc=$?
+if [ $rc = 2 ]; then echo "ok unknown subcommand"; else echo "FAIL unknown subcommand: exit $rc"; fails=$((fails+1)); fi
+
+# --json - prints only JSON on stdout; a rerun is byte-identical, trace included.
+"$tpsim" run "$root/scenarios/quickstart.json" --json - --trace "$work/a.trace.json" > "$work/a.json" || { echo "FAIL quickstart"; fails=$((fails+1)); }
+"$tpsim" run "$root/scenarios/quickstart.json" --json - --trace "$work/b.trace.json" > "$work/b.json"
+if python3 -c "import json,sys; r=json.load(open('$work/a.json')); assert r['results'][0]['variant']=='baseline' and r['results'][1]['makespan_us']>0" 2>/dev/null \
+   || grep -q '"makespan_us"' "$work/a.json"; then echo "ok json on stdout"; else echo "FAIL json on stdout"; fails=$((fails+1)); fi
+if cmp -s "$work/a.json" "$work/b.json" && cmp -s "$work/a.trace.json" "$work/b.trace.json"; then echo "ok byte-identical rerun"; else echo "FAIL rerun differs"; fails=$((fails+1)); fi
+"$tpsim" run "$root/scenarios/quickstart.json" > "$work/table"
+if grep -q "async_tp" "$work/table" && grep -q "speedup" "$work/table"; then echo "ok table"; else echo "FAIL table"; fails=$((fails+1)); fi
+
+echo "cli contract: $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,74 @@
+#include <catch2/catch.hpp>
+
+#include "support/simulate.hpp"
+#include "tpsim/cost/gemm_cost.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+TEST_CASE("GEMM time over growing M is a staircase: flat within a wave, a jump past 132 tiles", "[cost][gemm]") {
+  // n = 4096, k = 8192: 128x256 tiles give 16 tiles per 128-row band. M = 640 (80 tiles)
+  // and M = 1024 (128 tiles) both fit one wave; M = 1152 needs more than 132 blocks
+  // whatever tile the heuristic picks, and M = 1536 stays on that second step.
+  const double t640 = gemm_alone_us(640, 4096, 8192, Dtype::bf16);
+  const double t1024 = gemm_alone_us(1024, 4096, 8192, Dtype::bf16);
+  const double t1152 = gemm_alone_us(1152, 4096, 8192, Dtype::bf16);
+  const double t1536 = gemm_alone_us(1536, 4096, 8192, Dtype::bf16);
+  CHECK(t1024 == Approx(t640).epsilon(0.02));  // 60% more FLOPs, same time
+  CHECK(t1152 > 1.6 * t1024);                  // 12% more FLOPs, a whole extra wave
+  CHECK(t1536 == Approx(t1152).epsilon(0.02));
+  CHECK(plan_gemm({1152, 4096, 8192, Dtype::bf16}, h100()).blocks > 132);
+}
+
+TEST_CASE("The tile heuristic prefers big tiles for big problems and splits K for tiny M", "[cost][gemm]") {
+  const auto big = plan_gemm({8192, 8192, 8192, Dtype::bf16}, h100());
+  CHECK(big.tile.m * big.tile.n == 128 * 256);
+  CHECK(big.split_k == 1);
+  const auto skinny = plan_gemm({128, 3584, 8192, Dtype::bf16}, h100());
+  CHECK(skinny.split_k > 1);  // 14 output tiles cannot fill 132 SMs
+  CHECK(skinny.blocks > skinny.tiles);
+}
+
+TEST_CASE("Halving the tensor-core rate doubles a compute-bound GEMM", "[cost][gemm]") {
+  HardwareSpec slow = h100();
+  for (auto& p : slow.peak_flops_per_ps) p /= 2;
+  const double fast_t = gemm_alone_us(8192, 8192, 8192, Dtype::bf16);
+  const double slow_t = gemm_alone_us(8192, 8192, 8192, Dtype::bf16, slow);
+  CHECK(slow_t / fast_t == Approx(2.0).epsilon(0.02));
+}
+
+TEST_CASE("A memory-bound GEMM is limited by HBM: its time tracks bytes, not FLOPs", "[cost][gemm]") {
+  HardwareSpec half_bw = h100();
+  half_bw.memory.hbm_bytes_per_ps /= 2;
+  // M = 64 rows against a 58.7 MB weight: reading the weight dominates.
+  const double t = gemm_alone_us(64, 3584, 8192, Dtype::bf16);
+  const double t_half = gemm_alone_us(64, 3584, 8192, Dtype::bf16, half_bw);
+  CHECK(t_half > 1.6 * t);
+  const double weight_read_us = 8192.0 * 3584 * 2 / (h100().memory.hbm_bytes_per_ps * 1e6);
+  CHECK(t > weight_read_us);
+}
+
+TEST_CASE("Seed 000's arithmetic: 256 tiles take 2 waves on 132 SMs and 3 with 10 SMs held", "[cost][gemm][seed000]") {
+  // 2048 x 4096 output with 128x256 tiles = 256 tiles.
+  const GemmProblem p{2048, 4096, 4096, Dtype::bf16};
+  REQUIRE(plan_gemm(p, h100()).blocks == 256);
+  const double alone = gemm_alone_us(p.m, p.n, p.k, p.dtype);
+
+  // The same GEMM launched while a 10-channel communication kernel holds 10 SMs.
+  HardwareSpec hw = h100();
+  hw.nccl.max_channels = 10;
+  for (auto& proto : hw.nccl.protocols) proto.channel_threshold = 1;  // all 10 channels even for a small message
+  Dag dag(2);
+  const int group = dag.new_group();
+  OpId gemm = 0;
+  for (int r = 0; r < 2; ++r) {
+    dag.add(r, 1, "nccl", CollectiveOp{CollectiveKind::all_gather, 2e9, group});  // long-running, launched first
+    const OpId g = dag.add(r, 0, "gemm", GemmOp{p});
+    if (r == 0) gemm = g;
+  }
+  const Timeline tl = execute(dag, hw);
+  const double contended = op_us(tl, gemm);
+  const double one_wave = alone / 2;
+  CHECK(contended / one_wave == Approx(3.0).epsilon(0.05));
+  CHECK(contended / alone == Approx(1.5).epsilon(0.05));  // "about 50% longer"
+}

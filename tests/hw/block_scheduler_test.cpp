@@ -1,0 +1,107 @@
+#include <catch2/catch.hpp>
+
+#include "tpsim/hw/block_scheduler.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+SmSpec small_gpu(int sms) { return SmSpec{sms, BlockResources{2048, 65536, 233472, 32}}; }
+const BlockResources kGemmBlock{384, 384 * 168, 232448, 1};
+const BlockResources kNcclBlock{544, 544 * 96, 81920, 1};
+
+KernelRequest timed(std::int64_t blocks, Tick per_block, Tick* done_at, Simulator& sim) {
+  KernelRequest k;
+  k.block = kGemmBlock;
+  k.blocks = blocks;
+  k.block_time = [per_block](int) { return per_block; };
+  k.on_complete = [done_at, &sim] { *done_at = sim.now(); };
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("Blocks run in waves over the free SMs: a staircase in the block count", "[hw][scheduler]") {
+  for (auto [blocks, waves] : {std::pair{1, 1}, {132, 1}, {133, 2}, {264, 2}, {265, 3}}) {
+    Simulator sim;
+    BlockScheduler sched(sim, small_gpu(132));
+    Tick done = -1;
+    sched.launch(timed(blocks, 100, &done, sim));
+    sim.run();
+    CHECK(done == waves * 100);
+  }
+}
+
+TEST_CASE("Blocks that start together share one completion event", "[hw][scheduler]") {
+  Simulator sim;
+  BlockScheduler sched(sim, small_gpu(132));
+  Tick done = -1;
+  sched.launch(timed(264, 100, &done, sim));
+  const auto fired = sim.run();
+  CHECK(done == 200);
+  CHECK(fired == 2);
+  CHECK(sched.blocks_dispatched() == 264);
+}
+
+TEST_CASE("A second kernel fills the SMs a partial wave leaves idle", "[hw][scheduler]") {
+  Simulator sim;
+  BlockScheduler sched(sim, small_gpu(132));
+  Tick a_done = -1, b_done = -1;
+  sched.launch(timed(200, 100, &a_done, sim));  // 132 + 68: second wave leaves 64 SMs idle
+  sched.launch(timed(64, 100, &b_done, sim));
+  sim.run();
+  CHECK(a_done == 200);
+  CHECK(b_done == 200);  // ran beside A's partial wave, not after it
+}
+
+TEST_CASE("A held communication kernel takes whole SMs from a GEMM until released", "[hw][scheduler]") {
+  Simulator sim;
+  BlockScheduler sched(sim, small_gpu(132));
+  KernelRequest nccl;
+  nccl.block = kNcclBlock;
+  nccl.blocks = 10;
+  nccl.held = true;
+  bool resident = false;
+  nccl.on_resident = [&] { resident = true; };
+  const auto id = sched.launch(std::move(nccl));
+  CHECK(resident);
+  CHECK(sched.busy_sms() == 10);
+  Tick done = -1;
+  sched.launch(timed(256, 100, &done, sim));
+  sim.schedule_at(1000, [&] { sched.release(id); });
+  sim.run();
+  // 256 blocks on 122 SMs: 122 + 122 + 12 = three waves.
+  CHECK(done == 300);
+  CHECK(sched.busy_sms() == 0);
+}
+
+TEST_CASE("Small blocks share an SM while resources last", "[hw][scheduler]") {
+  Simulator sim;
+  BlockScheduler sched(sim, small_gpu(1));
+  KernelRequest k;
+  k.block = BlockResources{512, 512 * 32, 0, 1};  // 4 fit by threads (2048)
+  k.blocks = 8;
+  k.block_time = [](int) { return Tick{50}; };
+  Tick done = -1;
+  k.on_complete = [&] { done = sim.now(); };
+  sched.launch(std::move(k));
+  sim.run();
+  CHECK(done == 100);
+}
+
+TEST_CASE("Memory-drawing blocks see how many others share HBM", "[hw][scheduler]") {
+  Simulator sim;
+  BlockScheduler sched(sim, small_gpu(132));
+  std::vector<int> seen;
+  KernelRequest k;
+  k.block = kGemmBlock;
+  k.blocks = 140;
+  k.draws_memory = true;
+  k.block_time = [&](int mem) {
+    seen.push_back(mem);
+    return Tick{10};
+  };
+  sched.launch(std::move(k));
+  sim.run();
+  CHECK(seen == std::vector<int>{132, 8});
+}

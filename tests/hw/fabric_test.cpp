@@ -1,0 +1,69 @@
+#include <catch2/catch.hpp>
+
+#include "tpsim/hw/fabric.hpp"
+
+using namespace tpsim;
+
+namespace {
+constexpr double kPort = 0.4;  // bytes/ps = 400 GB/s
+}
+
+TEST_CASE("One transfer alone gets the whole port", "[hw][fabric]") {
+  Simulator sim;
+  Fabric f(sim, 8, kPort);
+  Tick done = -1;
+  f.start(0, 1, 4e6, 0, [&] { done = sim.now(); });
+  sim.run();
+  CHECK(done == duration_for(4e6, kPort));  // 10 us
+}
+
+TEST_CASE("Two copies into one GPU each get half its ingress, and bytes are conserved", "[hw][fabric]") {
+  Simulator sim;
+  Fabric f(sim, 8, kPort);
+  Tick a = -1, b = -1;
+  const auto fa = f.start(1, 0, 4e6, 0, [&] { a = sim.now(); });
+  const auto fb = f.start(2, 0, 4e6, 0, [&] { b = sim.now(); });
+  CHECK(f.rate(fa) == Approx(kPort / 2));
+  CHECK(f.rate(fb) == Approx(kPort / 2));
+  sim.run();
+  CHECK(a == b);
+  CHECK(to_us(a) == Approx(20.0).epsilon(1e-6));  // twice as long as alone
+  CHECK(f.bytes_delivered() == f.bytes_started());
+  CHECK(f.egress_bytes(1) + f.egress_bytes(2) == Approx(8e6).epsilon(1e-9));
+}
+
+TEST_CASE("When one transfer ends the other speeds up (re-timing)", "[hw][fabric]") {
+  Simulator sim;
+  Fabric f(sim, 4, kPort);
+  Tick small = -1, big = -1;
+  f.start(1, 0, 2e6, 0, [&] { small = sim.now(); });
+  f.start(2, 0, 6e6, 0, [&] { big = sim.now(); });
+  sim.run();
+  // Shared until the small one ends (2e6 at 0.2 -> 10 us), then the rest (4e6) at 0.4 -> 10 us more.
+  CHECK(to_us(small) == Approx(10.0).epsilon(1e-6));
+  CHECK(to_us(big) == Approx(20.0).epsilon(1e-6));
+  CHECK(f.egress_bytes(2) == Approx(6e6).epsilon(1e-9));
+}
+
+TEST_CASE("Max-min fairness gives a capped flow's unused share to the others", "[hw][fabric]") {
+  Simulator sim;
+  Fabric f(sim, 4, kPort);
+  const auto capped = f.start(1, 0, 1e6, 0.1, [] {});
+  const auto free1 = f.start(2, 0, 1e6, 0, [] {});
+  const auto free2 = f.start(3, 0, 1e6, 0, [] {});
+  CHECK(f.rate(capped) == Approx(0.1));
+  CHECK(f.rate(free1) == Approx(0.15));
+  CHECK(f.rate(free2) == Approx(0.15));
+  sim.run();
+  CHECK(f.bytes_delivered() == f.bytes_started());
+}
+
+TEST_CASE("Transfers on disjoint ports do not slow each other", "[hw][fabric]") {
+  Simulator sim;
+  Fabric f(sim, 8, kPort);
+  std::vector<Tick> done;
+  for (int g = 0; g < 8; ++g) f.start(g, (g + 1) % 8, 4e6, 0, [&] { done.push_back(sim.now()); });
+  sim.run();
+  REQUIRE(done.size() == 8);
+  for (Tick t : done) CHECK(t == duration_for(4e6, kPort));
+}

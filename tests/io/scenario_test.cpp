@@ -1,0 +1,100 @@
+#include <catch2/catch.hpp>
+
+#include "support/simulate.hpp"
+#include "tpsim/io/chrome_trace.hpp"
+#include "tpsim/io/result_writers.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_scenario(parse_json_text(text, "scenario"), "");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kGood = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+    "workload": {"op": "allgather_matmul", "m": 16384, "k": 8192, "n": 3584}})";
+
+}  // namespace
+
+TEST_CASE("A valid scenario parses and defaults to every variant of its op", "[io][scenario]") {
+  const Scenario s = parse_scenario(Json::parse(kGood), "");
+  CHECK(s.gpus == 8);
+  CHECK(s.workload.m == 16384);
+  CHECK(s.variants == std::vector<std::string>{"baseline", "async_tp", "async_tp_single_stream"});
+}
+
+TEST_CASE("Bad scenarios are rejected with the JSON path and the problem", "[io][scenario]") {
+  using Catch::Matchers::Contains;
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpu": 8})"), Contains("$: unknown key \"gpu\" (did you mean \"gpus\"?)"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 16384, "kk": 1, "n": 1}})"),
+             Contains("$.workload: unknown key \"kk\" (did you mean \"k\"?)"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": "big", "k": 1, "n": 1}})"),
+             Contains("$.workload.m: must be a positive integer, got string"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 0, "k": 1, "n": 1}})"),
+             Contains("$.workload.m: must be a positive integer, got 0"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 100, "k": 1, "n": 1}})"),
+             Contains("$.workload.m: 100 rows do not divide evenly over 8 GPUs"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxn", "gpus": 8, "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}})"),
+             Contains("$.hardware: unknown hardware \"h100_sxn\" (did you mean \"h100_sxm\"?)"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1}, "variants": ["asynctp"]})"),
+             Contains("$.variants[0]: variant \"asynctp\" is not available for allgather_matmul (did you mean \"async_tp\"?)"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf17", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}})"),
+             Contains("$.dtype: unknown dtype \"bf17\""));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 1099511627776, "k": 1, "n": 1}})"),
+             Contains("$.workload.m: 1099511627776 is larger than the limit"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1})"),
+             Contains("scenario: malformed JSON"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 1, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1}})"),
+             Contains("$.gpus: allgather_matmul needs at least 2 GPUs"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16"})"), Contains("$: missing required key \"workload\""));
+}
+
+TEST_CASE("Bad hardware files name the JSON path of the problem", "[io][hardware]") {
+  using Catch::Matchers::Contains;
+  Json hw = read_json_file(models_dir() + "/h100_sxm.json");
+  Json broken = hw;
+  broken["sm"]["count"]["unit"] = "GB/s";
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.sm.count.unit: unit \"GB/s\" is not a count unit"));
+  broken = hw;
+  broken["memory"]["hbm_bandwith"] = broken["memory"]["hbm_bandwidth"];
+  broken["memory"].erase("hbm_bandwidth");
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.memory: unknown key \"hbm_bandwith\" (did you mean \"hbm_bandwidth\"?)"));
+  broken = hw;
+  broken["gemm"]["tiles"][0]["shape"] = "128by256";
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.gemm.tiles[0].shape: must look like"));
+  broken = hw;
+  broken["launch"]["host_overhead"]["value"] = -1;
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.launch.host_overhead.value: must be positive"));
+}
+
+TEST_CASE("The same scenario gives byte-identical JSON and trace", "[io][determinism]") {
+  const auto a = simulate(kGood), b = simulate(kGood);
+  CHECK(result_json(a).dump() == result_json(b).dump());
+  CHECK(chrome_trace(a).dump() == chrome_trace(b).dump());
+}
+
+TEST_CASE("The trace has a process per GPU and variant, stream and copy-engine tracks, counters and flows", "[io][trace]") {
+  const auto r = simulate(R"({"hardware": "h100_sxm", "gpus": 2, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 4096, "k": 4096, "n": 4096}, "variants": ["baseline", "async_tp"]})");
+  const Json t = chrome_trace(r);
+  int processes = 0, copies = 0, counters = 0, flows = 0, gemms_with_args = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
+    if (e["ph"] == "X" && e["cat"] == "copy" && e["tid"].get<int>() >= 100) ++copies;
+    if (e["ph"] == "C") ++counters;
+    if (e["ph"] == "s") ++flows;
+    if (e["ph"] == "X" && e["cat"] == "gemm" && e["args"].contains("flops") && e["args"].contains("shape")) ++gemms_with_args;
+  }
+  CHECK(processes == 4);
+  CHECK(copies == 2);
+  CHECK(counters > 4);
+  CHECK(flows > 0);
+  CHECK(gemms_with_args == 2 + 4);
+}
