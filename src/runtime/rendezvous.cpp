@@ -9,7 +9,8 @@ static int group_of(const Op& op) {
 }
 
 Rendezvous::Rendezvous(const Dag& dag)
-    : members_(static_cast<std::size_t>(dag.groups())), arrived_(members_.size(), 0), last_(members_.size(), 0) {
+    : members_(static_cast<std::size_t>(dag.groups())), arrived_(members_.size(), 0), last_(members_.size(), 0),
+      ranks_(dag.ranks()) {
   for (OpId id = 0; id < dag.size(); ++id) {
     const int g = group_of(dag.op(id));
     if (g >= 0) members_[static_cast<std::size_t>(g)].push_back(id);
@@ -19,7 +20,7 @@ Rendezvous::Rendezvous(const Dag& dag)
 void Rendezvous::arrive(int group, OpId op, const std::function<void(const std::vector<OpId>&)>& on_all) {
   const auto g = static_cast<std::size_t>(group);
   last_[g] = op;
-  if (++arrived_[g] == static_cast<int>(members_[g].size())) on_all(members_[g]);
+  if (++arrived_[g] == ranks_) on_all(members_[g]);
 }
 
 }  // namespace tpsim

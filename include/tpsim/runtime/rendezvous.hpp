@@ -1,6 +1,7 @@
 #pragma once
 // Cross-rank meeting points: a collective or barrier starts only when every
-// participating rank has its kernel resident. Groups are counted from the DAG.
+// rank of the TP group has its kernel resident. A rank that never reaches the
+// group leaves the others waiting, which the executor reports as stuck.
 #include <functional>
 #include <vector>
 
@@ -21,6 +22,7 @@ class Rendezvous {
   std::vector<std::vector<OpId>> members_;
   std::vector<int> arrived_;
   std::vector<OpId> last_;
+  int ranks_;
 };
 
 }  // namespace tpsim

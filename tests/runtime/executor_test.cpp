@@ -1,0 +1,75 @@
+#include <catch2/catch.hpp>
+
+#include "support/simulate.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+const GemmOp kGemm{{2048, 4096, 4096, Dtype::bf16}};
+}
+
+TEST_CASE("Ops on one stream run in order, each after the device launch latency", "[runtime]") {
+  Dag dag(1);
+  const OpId a = dag.add(0, 0, "a", kGemm);
+  const OpId b = dag.add(0, 0, "b", kGemm);
+  const Timeline tl = execute(dag, h100());
+  CHECK(tl.ops[b].ready == tl.ops[a].end);
+  CHECK(tl.ops[b].start == tl.ops[a].end + h100().launch.device_latency);
+}
+
+TEST_CASE("The host pays a launch overhead per op, so the first op starts after it", "[runtime]") {
+  Dag dag(1);
+  const OpId a = dag.add(0, 0, "a", kGemm);
+  const OpId b = dag.add(0, 1, "b", kGemm);
+  const Timeline tl = execute(dag, h100());
+  CHECK(tl.ops[a].issued == h100().launch.host_overhead);
+  CHECK(tl.ops[b].issued == 2 * h100().launch.host_overhead);
+  CHECK(tl.ops[a].start == tl.ops[a].issued + h100().launch.device_latency);
+}
+
+TEST_CASE("A wait holds its stream until the recorded op is done", "[runtime]") {
+  Dag dag(1);
+  const OpId slow = dag.add(0, 0, "slow", GemmOp{{8192, 8192, 8192, Dtype::bf16}});
+  dag.join(0, 0, 1, "sync");
+  const OpId after = dag.add(0, 1, "after", kGemm);
+  const Timeline tl = execute(dag, h100());
+  CHECK(tl.ops[after].start >= tl.ops[slow].end);
+}
+
+TEST_CASE("Kernels on two streams run concurrently", "[runtime]") {
+  Dag dag(1);
+  // 64 tiles each (128x256): together they fit in one wave.
+  const OpId a = dag.add(0, 0, "a", GemmOp{{1024, 2048, 4096, Dtype::bf16}});
+  const OpId b = dag.add(0, 1, "b", GemmOp{{1024, 2048, 4096, Dtype::bf16}});
+  const Timeline tl = execute(dag, h100());
+  CHECK(tl.ops[b].start < tl.ops[a].end);
+}
+
+TEST_CASE("A barrier releases every rank only after the last one arrives", "[runtime]") {
+  Dag dag(2);
+  const int g = dag.new_group();
+  const OpId work = dag.add(1, 0, "slow", GemmOp{{8192, 8192, 8192, Dtype::bf16}});
+  const OpId b0 = dag.add(0, 0, "barrier", BarrierOp{g});
+  const OpId b1 = dag.add(1, 0, "barrier", BarrierOp{g});
+  const Timeline tl = execute(dag, h100());
+  CHECK(tl.ops[b0].end == tl.ops[b1].end);
+  CHECK(tl.ops[b0].end >= tl.ops[work].end + h100().barrier.latency);
+}
+
+TEST_CASE("Peer copies from two streams queue on the one P2P copy engine", "[runtime]") {
+  Dag dag(3);
+  const OpId a = dag.add(0, 0, "a", CopyOp{1, 0, 100e6});
+  const OpId b = dag.add(0, 1, "b", CopyOp{2, 0, 100e6});
+  const Timeline tl = execute(dag, h100());
+  CHECK(tl.ops[b].start >= tl.ops[a].end);
+  CHECK(op_us(tl, b) == Approx(op_us(tl, a)).epsilon(0.01));
+}
+
+TEST_CASE("A barrier that one rank never reaches ends with a clear error, not a hang", "[runtime]") {
+  Dag dag(2);
+  const int g = dag.new_group();
+  dag.add(0, 0, "lonely barrier", BarrierOp{g});
+  dag.add(1, 0, "other work", kGemm);
+  CHECK_THROWS_WITH(execute(dag, h100()), Catch::Matchers::Contains("rank 0 stream 0 at 'lonely barrier'"));
+}
