@@ -28,9 +28,9 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
 
 }  // namespace
 
-Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing) {
+Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing, double hbm_bytes_per_ps) {
   const double flops_rate = hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.tile.mainloop_efficiency;
-  const double hbm_share = hw.memory.hbm_bytes_per_ps / std::max(1, memory_blocks_sharing);
+  const double hbm_share = hbm_bytes_per_ps / std::max(1, memory_blocks_sharing);
   const double byte_rate = std::min(hw.memory.sm_max_bytes_per_ps, hbm_share);
   // The K loop is pipelined: loads for stage i+1 overlap the MMAs of stage i, so
   // the block is bound by the slower of the two, plus its fixed prologue/epilogue.
@@ -43,7 +43,7 @@ Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms) {
   sms = std::max(1, sms);
   const std::int64_t waves = ceil_div(plan.blocks, sms);
   const int concurrent = static_cast<int>(std::min<std::int64_t>(plan.blocks, sms));
-  return waves * gemm_block_time(plan, hw, concurrent);
+  return waves * gemm_block_time(plan, hw, concurrent, hw.memory.hbm_bytes_per_ps);
 }
 
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {

@@ -8,7 +8,8 @@ namespace tpsim {
 
 Fabric::Fabric(Simulator& sim, int gpus, double port_bytes_per_ps)
     : sim_(sim), port_(port_bytes_per_ps),
-      egress_bytes_(static_cast<std::size_t>(gpus), 0.0), egress_rate_(static_cast<std::size_t>(gpus), 0.0) {}
+      egress_bytes_(static_cast<std::size_t>(gpus), 0.0), egress_rate_(static_cast<std::size_t>(gpus), 0.0),
+      ingress_rate_(static_cast<std::size_t>(gpus), 0.0) {}
 
 Fabric::FlowId Fabric::start(int src, int dst, double bytes, double cap, std::function<void()> on_done) {
   if (src == dst || src < 0 || dst < 0 || src >= gpus() || dst >= gpus())
@@ -82,20 +83,22 @@ void Fabric::retime() {
   old_rate.reserve(active_.size());
   for (FlowId id : active_) old_rate.push_back(flows_[static_cast<std::size_t>(id)].rate);
   assign_max_min_rates();
-  std::vector<double> rate(egress_rate_.size(), 0.0);
+  std::vector<double> out(egress_rate_.size(), 0.0), in(ingress_rate_.size(), 0.0);
   for (std::size_t a = 0; a < active_.size(); ++a) {
     const FlowId id = active_[a];
     Flow& f = flows_[static_cast<std::size_t>(id)];
-    rate[static_cast<std::size_t>(f.src)] += f.rate;
+    out[static_cast<std::size_t>(f.src)] += f.rate;
+    in[static_cast<std::size_t>(f.dst)] += f.rate;
     // Only transfers whose rate changed need a new completion time.
     if (f.rate == old_rate[a] && sim_.pending(f.done_event)) continue;
     sim_.cancel(f.done_event);
     f.done_event = sim_.schedule_after(duration_for(f.remaining, f.rate), [this, id] { finish(id); });
   }
-  for (std::size_t g = 0; g < rate.size(); ++g) {
-    if (rate[g] == egress_rate_[g]) continue;
-    egress_rate_[g] = rate[g];
-    if (observer_) observer_(sim_.now(), static_cast<int>(g), rate[g]);
+  for (std::size_t g = 0; g < out.size(); ++g) {
+    if (out[g] == egress_rate_[g] && in[g] == ingress_rate_[g]) continue;
+    egress_rate_[g] = out[g];
+    ingress_rate_[g] = in[g];
+    if (observer_) observer_(sim_.now(), static_cast<int>(g), out[g], in[g]);
   }
 }
 

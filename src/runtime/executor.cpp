@@ -24,6 +24,7 @@ struct StreamState {
 };
 
 struct RankState {
+  double nvlink_bytes_per_ps = 0;  // NVLink traffic in and out: it is read from / written to HBM too
   std::unique_ptr<BlockScheduler> sms;
   std::unique_ptr<CopyEngines> copies;
   std::vector<StreamState> streams;
@@ -43,7 +44,10 @@ class Machine {
     tl_.busy_sms.resize(static_cast<std::size_t>(dag.ranks()));
     tl_.egress_rate.resize(static_cast<std::size_t>(dag.ranks()));
     tl_.port_bytes_per_ps = hw.fabric.port_bytes_per_ps;
-    fabric_.set_rate_observer([this](Tick t, int g, double r) { add_sample(tl_.egress_rate[static_cast<std::size_t>(g)], t, r); });
+    fabric_.set_rate_observer([this](Tick t, int g, double out, double in) {
+      add_sample(tl_.egress_rate[static_cast<std::size_t>(g)], t, out);
+      ranks_[static_cast<std::size_t>(g)].nvlink_bytes_per_ps = out + in;
+    });
     for (int r = 0; r < dag.ranks(); ++r) {
       RankState rs;
       rs.sms = std::make_unique<BlockScheduler>(sim_, hw.sm);
@@ -164,14 +168,16 @@ class Machine {
       req.block = hw_.gemm.block;
       req.blocks = plan.blocks;
       req.draws_memory = true;
-      req.block_time = [plan, this](int mem) { return gemm_block_time(plan, hw_, mem); };
+      req.block_time = [plan, this, rank = op.rank](int mem) { return gemm_block_time(plan, hw_, mem, hbm_left(rank)); };
     } else if (const auto* e = std::get_if<ElementwiseOp>(&op.payload)) {
       const ElementwisePlan plan = plan_elementwise(e->bytes_read + e->bytes_written, hw_);
       t.detail = fmt::format("{} blocks", plan.blocks);
       req.block = hw_.elementwise.block;
       req.blocks = plan.blocks;
       req.draws_memory = true;
-      req.block_time = [plan, this](int mem) { return elementwise_block_time(plan, hw_, mem); };
+      req.block_time = [plan, this, rank = op.rank](int mem) {
+        return elementwise_block_time(plan, hw_, mem, hbm_left(rank));
+      };
     } else if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) {
       const RingPlan plan = plan_ring(c->kind, c->buffer_bytes, dag_.ranks(), hw_);
       t.detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
@@ -211,6 +217,14 @@ class Machine {
         });
       }
     });
+  }
+
+  // HBM bandwidth left to the SMs: copy engines and peers reading or writing this
+  // GPU's memory over NVLink draw on the same HBM. Never below a tenth, so a model
+  // with NVLink faster than HBM stays finite.
+  double hbm_left(int rank) const {
+    const double total = hw_.memory.hbm_bytes_per_ps;
+    return std::max(0.1 * total, total - ranks_[static_cast<std::size_t>(rank)].nvlink_bytes_per_ps);
   }
 
   void release_all(const std::vector<OpId>& members) {

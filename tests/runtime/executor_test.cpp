@@ -73,3 +73,19 @@ TEST_CASE("A barrier that one rank never reaches ends with a clear error, not a 
   dag.add(1, 0, "other work", kGemm);
   CHECK_THROWS_WITH(execute(dag, h100()), Catch::Matchers::Contains("rank 0 stream 0 at 'lonely barrier'"));
 }
+
+TEST_CASE("Peer traffic into a GPU takes HBM bandwidth from its memory-bound kernels", "[runtime][hbm]") {
+  // A 64-row GEMM against a 58.7 MB weight is HBM-bound; a copy engine writing
+  // ~396 GB/s into the same HBM leaves it less. (Block durations are fixed when
+  // blocks are placed, so the copy is issued first to be running by then.)
+  const GemmOp skinny{{64, 3584, 8192, Dtype::bf16}};
+  Dag alone(2);
+  const OpId a = alone.add(0, 0, "gemm", skinny);
+  Dag busy(2);
+  busy.add(0, 1, "copy", CopyOp{1, 0, 2e9});
+  const OpId b = busy.add(0, 0, "gemm", skinny);
+  const double t_alone = op_us(execute(alone, h100()), a);
+  const double t_busy = op_us(execute(busy, h100()), b);
+  const double hbm = h100().memory.hbm_bytes_per_ps, link = h100().fabric.port_bytes_per_ps;
+  CHECK(t_busy / t_alone == Approx(hbm / (hbm - link)).epsilon(0.03));
+}

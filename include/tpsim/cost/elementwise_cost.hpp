@@ -14,6 +14,7 @@ struct ElementwisePlan {
 };
 
 ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw);
-Tick elementwise_block_time(const ElementwisePlan& plan, const HardwareSpec& hw, int memory_blocks_sharing);
+Tick elementwise_block_time(const ElementwisePlan& plan, const HardwareSpec& hw, int memory_blocks_sharing,
+                            double hbm_bytes_per_ps);
 
 }  // namespace tpsim

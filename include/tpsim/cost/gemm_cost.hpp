@@ -26,8 +26,10 @@ struct GemmPlan {
   double hbm_bytes_per_block = 0;
 };
 
-// One block's time given how many memory-drawing blocks share HBM with it.
-Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing);
+// One block's time given how many memory-drawing blocks share the HBM bandwidth
+// left to the SMs (`hbm_bytes_per_ps`: the sustained HBM rate less what copy
+// engines and NVLink traffic draw at that moment).
+Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing, double hbm_bytes_per_ps);
 
 // Picks tile and split-K the way a vendor heuristic does: the candidate with the
 // least estimated time on the whole GPU (it cannot know about SMs another kernel

@@ -27,8 +27,8 @@ class Fabric {
   // Integral of egress rate over time, per GPU: equals the bytes it sent.
   double egress_bytes(int gpu) const { return egress_bytes_[static_cast<std::size_t>(gpu)]; }
   double port_bytes_per_ps() const { return port_; }
-  // Called with (now, gpu, egress bytes/ps) whenever a GPU's egress rate changes.
-  void set_rate_observer(std::function<void(Tick, int, double)> obs) { observer_ = std::move(obs); }
+  // Called with (now, gpu, egress bytes/ps, ingress bytes/ps) whenever either changes.
+  void set_rate_observer(std::function<void(Tick, int, double, double)> obs) { observer_ = std::move(obs); }
 
  private:
   struct Flow {
@@ -52,7 +52,8 @@ class Fabric {
   double bytes_started_ = 0, bytes_delivered_ = 0;
   std::vector<double> egress_bytes_;
   std::vector<double> egress_rate_;
-  std::function<void(Tick, int, double)> observer_;
+  std::vector<double> ingress_rate_;
+  std::function<void(Tick, int, double, double)> observer_;
 };
 
 }  // namespace tpsim
