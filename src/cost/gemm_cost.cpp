@@ -43,7 +43,7 @@ Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms) {
   sms = std::max(1, sms);
   const std::int64_t waves = ceil_div(plan.blocks, sms);
   const int concurrent = static_cast<int>(std::min<std::int64_t>(plan.blocks, sms));
-  return waves * gemm_block_time(plan, hw, concurrent, hw.memory.hbm_bytes_per_ps);
+  return hw.gemm.kernel_ramp + waves * gemm_block_time(plan, hw, concurrent, hw.memory.hbm_bytes_per_ps);
 }
 
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {

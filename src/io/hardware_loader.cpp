@@ -107,7 +107,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   for (Dtype d : {Dtype::bf16, Dtype::fp16, Dtype::fp32, Dtype::fp8})
     hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
 
-  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "max_split_k", "min_split_k_depth"});
+  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "max_split_k", "min_split_k_depth"});
   const Json& tiles = gemm.array("tiles");
   if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
   for (std::size_t i = 0; i < tiles.size(); ++i)
@@ -117,6 +117,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.gemm.block = {bq.count("threads"), bq.count("threads") * bq.count("registers_per_thread"), bq.bytes("shared_memory"), 1};
   const Quantities gq(gemm);
   hw.gemm.block_prologue = gq.time("block_prologue");
+  hw.gemm.kernel_ramp = gq.time("kernel_ramp");
   hw.gemm.max_split_k = gq.count("max_split_k");
   hw.gemm.min_split_k_depth = gq.count("min_split_k_depth");
 

@@ -168,7 +168,12 @@ class Machine {
       req.block = hw_.gemm.block;
       req.blocks = plan.blocks;
       req.draws_memory = true;
-      req.block_time = [plan, this, rank = op.rank](int mem) { return gemm_block_time(plan, hw_, mem, hbm_left(rank)); };
+      // The kernel's ramp is paid by the blocks placed first; later waves run at pace.
+      req.block_time = [plan, this, rank = op.rank, first = true](int mem) mutable {
+        const Tick ramp = first ? hw_.gemm.kernel_ramp : 0;
+        first = false;
+        return ramp + gemm_block_time(plan, hw_, mem, hbm_left(rank));
+      };
     } else if (const auto* e = std::get_if<ElementwiseOp>(&op.payload)) {
       const ElementwisePlan plan = plan_elementwise(e->bytes_read + e->bytes_written, hw_);
       t.detail = fmt::format("{} blocks", plan.blocks);

@@ -32,7 +32,8 @@ struct GemmTile {
 struct GemmSpec {
   std::vector<GemmTile> tiles;  // candidate set, in the order the heuristic prefers on ties
   BlockResources block;
-  Tick block_prologue = 0;  // pipeline fill + epilogue fixed cost per block
+  Tick block_prologue = 0;  // per block: its own pipeline fill and epilogue
+  Tick kernel_ramp = 0;     // per kernel: launch across SMs, first fill, last drain (paid by the first blocks)
   int max_split_k = 1;
   long long min_split_k_depth = 0;  // smallest K slice a split may get
 };
