@@ -47,6 +47,24 @@ TEST_CASE("Ring reduce-scatter of 1 GiB on 8 GPUs reaches within 10% of 349 GB/s
   CHECK(busbw == Approx(349.4).epsilon(0.10));
 }
 
+TEST_CASE("The whole ring reduce-scatter table (128 MiB - 8 GiB) is within 10%", "[published]") {
+  // NVIDIA/nccl issue 1047: size (MiB) -> time (us).
+  const std::vector<std::pair<double, double>> table = {{128, 377.2},  {256, 709.7},   {512, 1377.8}, {1024, 2689.3},
+                                                        {2048, 5295.9}, {4096, 10505}, {8192, 20754}};
+  for (auto [mib, measured] : table) {
+    Dag dag(8);
+    const int group = dag.new_group();
+    OpId first = 0;
+    for (int r = 0; r < 8; ++r) {
+      const OpId id = dag.add(r, 0, "rs", CollectiveOp{CollectiveKind::reduce_scatter, mib * 1048576, group});
+      if (r == 0) first = id;
+    }
+    const double us = op_us(execute(dag, h100()), first);
+    INFO(fmt::format("{} MiB: predicted {:.1f} us, measured {} us", mib, us, measured));
+    CHECK(us == Approx(measured).epsilon(0.10));
+  }
+}
+
 TEST_CASE("Copy-engine peer copy bandwidth is within 10% of ~390 GB/s", "[published]") {
   const double bytes = 256.0 * 1024 * 1024;
   const double us = lone_op_us(2, [&](Dag& d) { return d.add(0, 0, "copy", CopyOp{1, 0, bytes}); });
