@@ -121,12 +121,12 @@ VariantMetrics analyze(const Dag& dag, const Timeline& tl) {
     exposed += static_cast<double>(uncovered_length(comm[ri], compute[ri]));
     if (m.makespan > 0) {
       sm += sample_integral(tl.busy_sms[ri], m.first_start, m.last_end) / (tl.sm_count[ri] * static_cast<double>(m.makespan));
-      link += tl.egress_bytes[ri] / (tl.port_bytes_per_ps * static_cast<double>(m.makespan));
+      if (tl.egress_capacity[ri] > 0) link += tl.egress_bytes[ri] / (tl.egress_capacity[ri] * static_cast<double>(m.makespan));
     }
   }
   m.exposed_comm = static_cast<Tick>(exposed / ranks);
   m.sm_utilization = sm / ranks;
-  m.nvlink_utilization = link / ranks;
+  m.link_utilization = link / ranks;
   m.critical_path = critical_path(dag, tl);
   return m;
 }

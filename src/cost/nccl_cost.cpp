@@ -5,17 +5,17 @@
 
 namespace tpsim {
 
-Tick ring_estimate(const NcclProtocol& proto, double buffer_bytes, int ranks, const HardwareSpec& hw) {
+Tick ring_estimate(const NcclProtocol& proto, double buffer_bytes, int ranks, double link_bytes_per_ps) {
   const double per_rank = buffer_bytes * (ranks - 1) / ranks;
   return proto.base_latency + (ranks - 1) * proto.step_latency +
-         duration_for(per_rank, hw.fabric.port_bytes_per_ps * proto.bandwidth_efficiency);
+         duration_for(per_rank, link_bytes_per_ps * proto.bandwidth_efficiency);
 }
 
-RingPlan plan_ring(CollectiveKind /*kind*/, double buffer_bytes, int ranks, const HardwareSpec& hw) {
+RingPlan plan_ring(CollectiveKind /*kind*/, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps) {
   RingPlan plan;
   Tick best = kTickMax;
   for (const NcclProtocol& proto : hw.nccl.protocols) {
-    const Tick t = ring_estimate(proto, buffer_bytes, ranks, hw);
+    const Tick t = ring_estimate(proto, buffer_bytes, ranks, link_bytes_per_ps);
     if (t < best) best = t, plan.protocol = &proto;
   }
   const NcclProtocol& p = *plan.protocol;
@@ -25,7 +25,6 @@ RingPlan plan_ring(CollectiveKind /*kind*/, double buffer_bytes, int ranks, cons
                                               static_cast<double>(hw.nccl.max_channels)));
   plan.latency = hw.nccl.ring_startup + p.base_latency + (ranks - 1) * p.step_latency;
   plan.bytes_per_rank = buffer_bytes * (ranks - 1) / ranks;
-  plan.rate_cap_bytes_per_ps = hw.fabric.port_bytes_per_ps * p.bandwidth_efficiency;
   return plan;
 }
 

@@ -6,28 +6,33 @@
 
 namespace tpsim {
 
-Fabric::Fabric(Simulator& sim, int gpus, double port_bytes_per_ps)
-    : sim_(sim), port_(port_bytes_per_ps),
-      egress_bytes_(static_cast<std::size_t>(gpus), 0.0), egress_rate_(static_cast<std::size_t>(gpus), 0.0),
-      ingress_rate_(static_cast<std::size_t>(gpus), 0.0) {}
+Fabric::Fabric(Simulator& sim, Topology topology)
+    : sim_(sim), topo_(std::move(topology)),
+      egress_bytes_(static_cast<std::size_t>(topo_.gpus()), 0.0),
+      egress_rate_(egress_bytes_.size(), 0.0), ingress_rate_(egress_bytes_.size(), 0.0) {}
 
 Fabric::FlowId Fabric::start(int src, int dst, double bytes, double cap, std::function<void()> on_done) {
   if (src == dst || src < 0 || dst < 0 || src >= gpus() || dst >= gpus())
-    throw std::logic_error("fabric flow needs two distinct GPUs of the node");
-  advance_to_now();
+    throw std::logic_error("fabric transfer needs two distinct GPUs");
   const FlowId id = static_cast<FlowId>(flows_.size());
   Flow f;
   f.src = src;
   f.dst = dst;
   f.total = f.remaining = bytes;
   f.cap = cap > 0 ? cap : std::numeric_limits<double>::infinity();
-  f.active = true;
   f.on_done = std::move(on_done);
   flows_.push_back(std::move(f));
-  active_.push_back(id);
   bytes_started_ += bytes;
-  retime();
+  const Tick latency = topo_.route(src, dst).latency;
+  if (latency > 0) sim_.schedule_after(latency, [this, id] { activate(id); });
+  else activate(id);
   return id;
+}
+
+void Fabric::activate(FlowId id) {
+  advance_to_now();
+  active_.push_back(id);
+  retime();
 }
 
 void Fabric::advance_to_now() {
@@ -43,36 +48,34 @@ void Fabric::advance_to_now() {
 }
 
 void Fabric::assign_max_min_rates() {
-  // Ports: [0, n) egress, [n, 2n) ingress.
-  const int n = gpus();
-  std::vector<double> cap_left(2 * static_cast<std::size_t>(n), port_);
-  std::vector<int> users(2 * static_cast<std::size_t>(n), 0);
+  std::vector<double> cap_left(static_cast<std::size_t>(topo_.resources()));
+  for (int r = 0; r < topo_.resources(); ++r) cap_left[static_cast<std::size_t>(r)] = topo_.capacity(r);
+  std::vector<int> users(cap_left.size(), 0);
   std::vector<FlowId> open = active_;
-  for (FlowId id : open) {
-    const Flow& f = flows_[static_cast<std::size_t>(id)];
-    ++users[static_cast<std::size_t>(f.src)];
-    ++users[static_cast<std::size_t>(n + f.dst)];
-  }
+  for (FlowId id : open)
+    for (int r : topo_.route(flows_[static_cast<std::size_t>(id)].src, flows_[static_cast<std::size_t>(id)].dst).resources)
+      ++users[static_cast<std::size_t>(r)];
+  std::vector<char> saturated(cap_left.size());
   while (!open.empty()) {
+    // The lowest fair share over resources still in use, or the lowest own cap.
     double level = std::numeric_limits<double>::infinity();
-    for (std::size_t p = 0; p < cap_left.size(); ++p)
-      if (users[p] > 0) level = std::min(level, cap_left[p] / users[p]);
+    for (std::size_t r = 0; r < cap_left.size(); ++r)
+      if (users[r] > 0) level = std::min(level, cap_left[r] / users[r]);
     for (FlowId id : open) level = std::min(level, flows_[static_cast<std::size_t>(id)].cap);
     const double tol = level * 1e-12;
+    for (std::size_t r = 0; r < cap_left.size(); ++r) saturated[r] = users[r] > 0 && cap_left[r] / users[r] <= level + tol;
     std::vector<FlowId> still_open;
-    std::vector<char> saturated(cap_left.size(), 0);
-    for (std::size_t p = 0; p < cap_left.size(); ++p)
-      saturated[p] = users[p] > 0 && cap_left[p] / users[p] <= level + tol;
     for (FlowId id : open) {
       Flow& f = flows_[static_cast<std::size_t>(id)];
-      const auto e = static_cast<std::size_t>(f.src), i = static_cast<std::size_t>(n + f.dst);
-      if (f.cap <= level + tol || saturated[e] || saturated[i]) {
-        f.rate = level;
-        cap_left[e] -= level, cap_left[i] -= level;
-        --users[e], --users[i];
-      } else {
+      const auto& path = topo_.route(f.src, f.dst).resources;
+      const bool bottlenecked = f.cap <= level + tol ||
+                                std::any_of(path.begin(), path.end(), [&](int r) { return saturated[static_cast<std::size_t>(r)] != 0; });
+      if (!bottlenecked) {
         still_open.push_back(id);
+        continue;
       }
+      f.rate = level;
+      for (int r : path) cap_left[static_cast<std::size_t>(r)] -= level, --users[static_cast<std::size_t>(r)];
     }
     open.swap(still_open);
   }
@@ -105,10 +108,9 @@ void Fabric::retime() {
 void Fabric::finish(FlowId id) {
   advance_to_now();
   Flow& f = flows_[static_cast<std::size_t>(id)];
-  // Rounding up the completion time can leave a sliver; the last byte lands now.
+  // Rounding the completion time up can leave a sliver; the last byte lands now.
   egress_bytes_[static_cast<std::size_t>(f.src)] += f.remaining;
   f.remaining = 0;
-  f.active = false;
   bytes_delivered_ += f.total;
   active_.erase(std::find(active_.begin(), active_.end(), id));
   auto done = std::move(f.on_done);

@@ -87,12 +87,67 @@ NcclProtocol parse_protocol(const std::string& name, const ObjectReader& r) {
   return p;
 }
 
+LinkSpec parse_link(const ObjectReader& parent, const std::string& key) {
+  const ObjectReader r = parent.object(key, {"bandwidth_per_direction", "efficiency", "latency"});
+  const Quantities q(r);
+  return LinkSpec{q.get("bandwidth_per_direction", "bandwidth") * q.get("efficiency", "fraction"), q.time("latency")};
+}
+
+FabricSpec parse_fabric(const ObjectReader& r) {
+  FabricSpec f;
+  f.topology = r.string("topology");
+  const std::vector<std::string> kinds = {"switch", "pairs", "ring", "multi_node"};
+  if (std::find(kinds.begin(), kinds.end(), f.topology) == kinds.end()) {
+    std::string msg = fmt::format("unknown topology \"{}\"", f.topology);
+    if (auto s = closest_match(f.topology, kinds)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+    else msg += fmt::format(" (supported: {})", fmt::join(kinds, ", "));
+    fail_at(r.child_path("topology"), msg);
+  }
+  f.nvlink = parse_link(r, "nvlink");
+  // Each topology needs exactly its own links; anything else is a mistake worth naming.
+  const auto require = [&](const std::string& key, bool needed) {
+    if (needed && !r.has(key)) fail_at(r.path(), fmt::format("topology \"{}\" needs \"{}\"", f.topology, key));
+    if (!needed && r.has(key)) fail_at(r.child_path(key), fmt::format("not used by topology \"{}\"", f.topology));
+  };
+  require("pcie", f.topology == "pairs");
+  require("nic", f.topology == "multi_node");
+  require("gpus_per_node", f.topology == "multi_node");
+  if (r.has("pcie")) f.pcie = parse_link(r, "pcie");
+  if (r.has("nic")) f.nic = parse_link(r, "nic");
+  if (r.has("gpus_per_node")) f.gpus_per_node = Quantities(r).count("gpus_per_node");
+  return f;
+}
+
+// A hardware file may start from another ("base": "h100_sxm") and override
+// sections of it: objects merge key by key, anything else replaces.
+void merge_into(Json& target, const Json& patch) {
+  for (const auto& [key, value] : patch.items()) {
+    if (value.is_object() && target.contains(key) && target[key].is_object()) merge_into(target[key], value);
+    else target[key] = value;
+  }
+}
+
+Json resolve_base(const Json& j, const std::string& dir, int depth) {
+  if (!j.is_object() || !j.contains("base")) return j;
+  if (depth > 8) fail_at("$.base", "too many levels of \"base\" (a cycle?)");
+  const std::string ref = as_string(j["base"], "$.base");
+  const bool is_path = ref.find('/') != std::string::npos || ref.ends_with(".json");
+  fs::path file = is_path ? fs::path(ref) : fs::path(models_dir()) / (ref + ".json");
+  if (is_path && file.is_relative() && !fs::exists(file)) file = fs::path(dir) / file;
+  if (!fs::exists(file)) fail_at("$.base", fmt::format("base hardware \"{}\" not found", ref));
+  Json merged = resolve_base(read_json_file(file.string()), file.parent_path().string(), depth + 1);
+  Json patch = j;
+  patch.erase("base");
+  merge_into(merged, patch);
+  return merged;
+}
+
 }  // namespace
 
 HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   (void)src;
-  const ObjectReader root(j, "$", {"name", "description", "sm", "compute", "gemm", "memory", "launch", "copy_engines",
-                                   "nvlink", "nccl", "barrier", "elementwise"});
+  const ObjectReader root(j, "$", {"name", "description", "base", "sm", "compute", "gemm", "memory", "launch",
+                                   "copy_engines", "fabric", "nccl", "barrier", "elementwise"});
   HardwareSpec hw;
   hw.name = root.string("name");
   hw.description = root.optional_string("description").value_or("");
@@ -104,8 +159,10 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   const ObjectReader compute = root.object("compute", {"peak_dense"});
   const ObjectReader peak = compute.object("peak_dense", {"bf16", "fp16", "fp32", "fp8"});
+  // A dtype the GPU has no math for (fp8 before Hopper) is simply left out.
   for (Dtype d : {Dtype::bf16, Dtype::fp16, Dtype::fp32, Dtype::fp8})
-    hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
+    if (peak.has(std::string(dtype_name(d))))
+      hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
 
   const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "max_split_k", "min_split_k_depth"});
   const Json& tiles = gemm.array("tiles");
@@ -136,10 +193,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   if (hw.copy_engines.p2p_engines > hw.copy_engines.count)
     fail_at(ce.child_path("p2p_engines"), "cannot exceed copy_engines.count");
 
-  const ObjectReader nv = root.object("nvlink", {"topology", "bandwidth_per_direction", "efficiency"});
-  hw.fabric.topology = nv.string("topology");
-  if (hw.fabric.topology != "switch") fail_at(nv.child_path("topology"), fmt::format("unsupported topology \"{}\" (supported: switch)", hw.fabric.topology));
-  hw.fabric.port_bytes_per_ps = Quantities(nv).get("bandwidth_per_direction", "bandwidth") * Quantities(nv).get("efficiency", "fraction");
+  hw.fabric = parse_fabric(root.object("fabric", {"topology", "nvlink", "pcie", "nic", "gpus_per_node"}));
 
   const ObjectReader nccl = root.object("nccl", {"max_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols"});
   const Quantities nq(nccl);
@@ -179,12 +233,15 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 }
 
 HardwareSpec load_hardware_file(const std::string& file) {
-  const Json j = read_json_file(file);
   try {
-    return parse_hardware(j, file);
+    return parse_hardware(resolve_hardware_json(file), file);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", file, e.what()));
   }
+}
+
+Json resolve_hardware_json(const std::string& file) {
+  return resolve_base(read_json_file(file), fs::path(file).parent_path().string(), 0);
 }
 
 std::string models_dir() {

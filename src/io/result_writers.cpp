@@ -29,13 +29,13 @@ std::string format_table(const RunResult& r) {
   std::string out = fmt::format("{}{}: {} m={} k={} n={} {} on {} x {}\n", s.name.empty() ? "" : s.name, s.name.empty() ? "scenario" : "",
                                 s.workload.op, s.workload.m, s.workload.k, s.workload.n, dtype_name(s.dtype), s.gpus, s.hardware.name);
   out += fmt::format("{:<12} {:>12} {:>8} {:>14} {:>7} {:>7}  {}\n", "variant", "makespan_us", "speedup", "exposed_comm_us",
-                     "SM%", "NVLink%", "critical path");
+                     "SM%", "link%", "critical path");
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;
     const auto sp = r.speedup(run);
     out += fmt::format("{:<12} {:>12.1f} {:>8} {:>14.1f} {:>7.1f} {:>7.1f}  {}\n", run.variant, to_us(m.makespan),
                        sp ? fmt::format("{:.3f}x", *sp) : "-", to_us(m.exposed_comm), 100 * m.sm_utilization,
-                       100 * m.nvlink_utilization, path_summary(m.critical_path));
+                       100 * m.link_utilization, path_summary(m.critical_path));
   }
   return out;
 }
@@ -58,7 +58,7 @@ Json result_json(const RunResult& r) {
     v["speedup_vs_baseline"] = sp ? Json(round_to(*sp, 1e-4)) : Json(nullptr);
     v["exposed_comm_us"] = round_to(to_us(m.exposed_comm), 1e-3);
     v["sm_utilization"] = round_to(m.sm_utilization, 1e-4);
-    v["nvlink_utilization"] = round_to(m.nvlink_utilization, 1e-4);
+    v["link_utilization"] = round_to(m.link_utilization, 1e-4);
     v["tflops_per_gpu"] = m.makespan > 0 ? round_to(m.flops / s.gpus / (static_cast<double>(m.makespan) * 1e-12) / 1e12, 1e-2) : 0.0;
     Json cp;
     for (const auto& [kind, t] : m.critical_path.by_kind) cp[kind + "_us"] = round_to(to_us(t), 1e-3);

@@ -72,6 +72,8 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir) {
   }
   s.hardware_ref = root.string("hardware");
   s.hardware = resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
+  if (s.hardware.peak_flops_per_ps[static_cast<int>(s.dtype)] <= 0)
+    fail_at("$.dtype", fmt::format("hardware {} has no {} math (its compute.peak_dense lacks it)", s.hardware.name, dtype));
   return s;
 }
 

@@ -1,5 +1,6 @@
 #include "tpsim/runtime/executor.hpp"
 
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -38,12 +39,11 @@ void add_sample(std::vector<Sample>& samples, Tick t, double v) {
 class Machine {
  public:
   Machine(const Dag& dag, const HardwareSpec& hw)
-      : dag_(dag), hw_(hw), fabric_(sim_, dag.ranks(), hw.fabric.port_bytes_per_ps), rendezvous_(dag),
+      : dag_(dag), hw_(hw), fabric_(sim_, Topology(hw.fabric, dag.ranks())), rendezvous_(dag),
         kernel_of_(dag.size(), -1), waiters_(dag.size()) {
     tl_.ops.resize(dag.size());
     tl_.busy_sms.resize(static_cast<std::size_t>(dag.ranks()));
     tl_.egress_rate.resize(static_cast<std::size_t>(dag.ranks()));
-    tl_.port_bytes_per_ps = hw.fabric.port_bytes_per_ps;
     fabric_.set_rate_observer([this](Tick t, int g, double out, double in) {
       add_sample(tl_.egress_rate[static_cast<std::size_t>(g)], t, out);
       ranks_[static_cast<std::size_t>(g)].nvlink_bytes_per_ps = out + in;
@@ -57,6 +57,7 @@ class Machine {
       for (OpId id : dag.program(r)) rs.streams[static_cast<std::size_t>(dag.op(id).stream)].ops.push_back(id);
       ranks_.push_back(std::move(rs));
       tl_.sm_count.push_back(hw.sm.count);
+      tl_.egress_capacity.push_back(dag.ranks() > 1 ? fabric_.topology().egress_capacity(r) : 0.0);
     }
   }
 
@@ -184,7 +185,7 @@ class Machine {
         return elementwise_block_time(plan, hw_, mem, hbm_left(rank));
       };
     } else if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) {
-      const RingPlan plan = plan_ring(c->kind, c->buffer_bytes, dag_.ranks(), hw_);
+      const RingPlan plan = plan_ring(c->kind, c->buffer_bytes, dag_.ranks(), hw_, ring_link_capacity());
       t.detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
       req.block = BlockResources{plan.protocol->threads, plan.protocol->threads * hw_.nccl.registers_per_thread,
                                  hw_.nccl.shared_bytes, 1};
@@ -217,7 +218,8 @@ class Machine {
       auto left = std::make_shared<std::size_t>(n);
       for (std::size_t i = 0; i < n; ++i) {
         const int src = dag_.op(members[i]).rank, dst = dag_.op(members[(i + 1) % n]).rank;
-        fabric_.start(src, dst, plan.bytes_per_rank, plan.rate_cap_bytes_per_ps, [this, members, left] {
+        const double cap = plan.protocol->bandwidth_efficiency * fabric_.topology().route_capacity(src, dst);
+        fabric_.start(src, dst, plan.bytes_per_rank, cap, [this, members, left] {
           if (--*left == 0) release_all(members);
         });
       }
@@ -230,6 +232,14 @@ class Machine {
   double hbm_left(int rank) const {
     const double total = hw_.memory.hbm_bytes_per_ps;
     return std::max(0.1 * total, total - ranks_[static_cast<std::size_t>(rank)].nvlink_bytes_per_ps);
+  }
+
+  // NCCL's ring visits the ranks in order; its narrowest hop sets the pace.
+  double ring_link_capacity() const {
+    double c = std::numeric_limits<double>::infinity();
+    for (int r = 0; r < dag_.ranks() && dag_.ranks() > 1; ++r)
+      c = std::min(c, fabric_.topology().route_capacity(r, (r + 1) % dag_.ranks()));
+    return c;
   }
 
   void release_all(const std::vector<OpId>& members) {

@@ -6,11 +6,17 @@ using namespace tpsim;
 
 namespace {
 constexpr double kPort = 0.4;  // bytes/ps = 400 GB/s
+Topology nvswitch(int gpus) {
+  FabricSpec spec;
+  spec.topology = "switch";
+  spec.nvlink = {kPort, 0};
+  return Topology(spec, gpus);
+}
 }
 
 TEST_CASE("One transfer alone gets the whole port", "[hw][fabric]") {
   Simulator sim;
-  Fabric f(sim, 8, kPort);
+  Fabric f(sim, nvswitch(8));
   Tick done = -1;
   f.start(0, 1, 4e6, 0, [&] { done = sim.now(); });
   sim.run();
@@ -19,7 +25,7 @@ TEST_CASE("One transfer alone gets the whole port", "[hw][fabric]") {
 
 TEST_CASE("Two copies into one GPU each get half its ingress, and bytes are conserved", "[hw][fabric]") {
   Simulator sim;
-  Fabric f(sim, 8, kPort);
+  Fabric f(sim, nvswitch(8));
   Tick a = -1, b = -1;
   const auto fa = f.start(1, 0, 4e6, 0, [&] { a = sim.now(); });
   const auto fb = f.start(2, 0, 4e6, 0, [&] { b = sim.now(); });
@@ -34,7 +40,7 @@ TEST_CASE("Two copies into one GPU each get half its ingress, and bytes are cons
 
 TEST_CASE("When one transfer ends the other speeds up (re-timing)", "[hw][fabric]") {
   Simulator sim;
-  Fabric f(sim, 4, kPort);
+  Fabric f(sim, nvswitch(4));
   Tick small = -1, big = -1;
   f.start(1, 0, 2e6, 0, [&] { small = sim.now(); });
   f.start(2, 0, 6e6, 0, [&] { big = sim.now(); });
@@ -47,7 +53,7 @@ TEST_CASE("When one transfer ends the other speeds up (re-timing)", "[hw][fabric
 
 TEST_CASE("Max-min fairness gives a capped flow's unused share to the others", "[hw][fabric]") {
   Simulator sim;
-  Fabric f(sim, 4, kPort);
+  Fabric f(sim, nvswitch(4));
   const auto capped = f.start(1, 0, 1e6, 0.1, [] {});
   const auto free1 = f.start(2, 0, 1e6, 0, [] {});
   const auto free2 = f.start(3, 0, 1e6, 0, [] {});
@@ -60,7 +66,7 @@ TEST_CASE("Max-min fairness gives a capped flow's unused share to the others", "
 
 TEST_CASE("Transfers on disjoint ports do not slow each other", "[hw][fabric]") {
   Simulator sim;
-  Fabric f(sim, 8, kPort);
+  Fabric f(sim, nvswitch(8));
   std::vector<Tick> done;
   for (int g = 0; g < 8; ++g) f.start(g, (g + 1) % 8, 4e6, 0, [&] { done.push_back(sim.now()); });
   sim.run();

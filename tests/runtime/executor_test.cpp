@@ -86,6 +86,6 @@ TEST_CASE("Peer traffic into a GPU takes HBM bandwidth from its memory-bound ker
   const OpId b = busy.add(0, 0, "gemm", skinny);
   const double t_alone = op_us(execute(alone, h100()), a);
   const double t_busy = op_us(execute(busy, h100()), b);
-  const double hbm = h100().memory.hbm_bytes_per_ps, link = h100().fabric.port_bytes_per_ps;
+  const double hbm = h100().memory.hbm_bytes_per_ps, link = h100().fabric.nvlink.bytes_per_ps;
   CHECK(t_busy / t_alone == Approx(hbm / (hbm - link)).epsilon(0.03));
 }

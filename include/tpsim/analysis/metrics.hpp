@@ -21,7 +21,7 @@ struct VariantMetrics {
   Tick makespan = 0;
   Tick exposed_comm = 0;       // mean over ranks: communication/sync time with no compute kernel running
   double sm_utilization = 0;   // busy SM-time / (SMs x makespan), mean over ranks
-  double nvlink_utilization = 0;  // egress bytes / (port bandwidth x makespan), mean over ranks
+  double link_utilization = 0;  // egress bytes / (all egress links' bandwidth x makespan), mean over ranks
   double flops = 0;            // total over ranks
   CriticalPath critical_path;
 };

@@ -16,13 +16,14 @@ struct RingPlan {
   int channels = 0;
   Tick latency = 0;              // base + (ranks-1) x per-hop
   double bytes_per_rank = 0;     // what each rank sends to its ring successor: (n-1)/n of the buffer
-  double rate_cap_bytes_per_ps = 0;  // payload rate the protocol sustains on one port
 };
 
-// `buffer_bytes`: the whole gathered buffer (all-gather output, reduce-scatter input).
-RingPlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw);
+// `buffer_bytes`: the whole gathered buffer (all-gather output, reduce-scatter input);
+// `link_bytes_per_ps`: the narrowest hop of the ring. Each hop's transfer is capped
+// at the protocol's payload efficiency times that hop's own bandwidth.
+RingPlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);
 
 // NCCL's own estimate (latency + bytes / bandwidth) for a protocol, used to choose it.
-Tick ring_estimate(const NcclProtocol& proto, double buffer_bytes, int ranks, const HardwareSpec& hw);
+Tick ring_estimate(const NcclProtocol& proto, double buffer_bytes, int ranks, double link_bytes_per_ps);
 
 }  // namespace tpsim

@@ -56,9 +56,18 @@ struct CopyEngineSpec {
   Tick latency = 0;         // from a copy's turn to its first byte on the wire
 };
 
+struct LinkSpec {
+  double bytes_per_ps = 0;  // payload bandwidth per direction (nominal x efficiency)
+  Tick latency = 0;         // added to a transfer that crosses this kind of link
+  bool present() const { return bytes_per_ps > 0; }
+};
+
 struct FabricSpec {
-  std::string topology;          // "switch": every pair reaches through NVSwitch
-  double port_bytes_per_ps = 0;  // each GPU's NVLink egress (and ingress) after protocol overhead
+  std::string topology;  // "switch" | "pairs" | "ring" | "multi_node" (see topology.hpp)
+  LinkSpec nvlink;       // switch: per GPU port; pairs: the bridge; ring: each neighbour link
+  LinkSpec pcie;         // pairs: between GPUs not bridged
+  LinkSpec nic;          // multi_node: one per GPU between nodes
+  int gpus_per_node = 0; // multi_node only
 };
 
 struct NcclProtocol {

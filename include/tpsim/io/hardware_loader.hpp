@@ -11,6 +11,8 @@ namespace tpsim {
 
 HardwareSpec parse_hardware(const Json& j, const std::string& source);
 HardwareSpec load_hardware_file(const std::string& file);
+// The file's JSON with any "base" it names merged in (what `hardware show` prints).
+Json resolve_hardware_json(const std::string& file);
 
 // Where the shipped models live: $TPSIM_MODELS_DIR, else the source tree's models/.
 std::string models_dir();

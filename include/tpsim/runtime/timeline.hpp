@@ -31,7 +31,7 @@ struct Timeline {
   std::vector<std::vector<Sample>> egress_rate;   // per rank: (time, NVLink egress bytes/ps)
   std::vector<double> egress_bytes;               // per rank, integrated
   std::vector<int> sm_count;                      // per rank
-  double port_bytes_per_ps = 0;
+  std::vector<double> egress_capacity;              // per rank: all its links at once, bytes/ps
   std::uint64_t events = 0;
   std::int64_t blocks = 0;
 };

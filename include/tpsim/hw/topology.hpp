@@ -1,0 +1,50 @@
+#pragma once
+// How a node's (or nodes') GPUs are wired: a set of directed bandwidth resources
+// (NVLink ports, bridges, PCIe lanes, NICs) and, for each GPU pair, the route a
+// transfer takes through them and the latency before its first byte lands.
+//   switch:     every GPU has one NVLink egress and ingress port into NVSwitch.
+//   pairs:      GPUs 2i and 2i+1 share an NVLink bridge; other pairs go over PCIe.
+//   ring:       NVLink only to the two ring neighbours; farther GPUs are reached
+//               hop by hop through the ones in between.
+//   multi_node: NVSwitch inside each node of `gpus_per_node`, one NIC per GPU between nodes.
+#include <string>
+#include <vector>
+
+#include "tpsim/core/tick.hpp"
+#include "tpsim/hw/hardware_spec.hpp"
+
+namespace tpsim {
+
+struct Route {
+  std::vector<int> resources;
+  Tick latency = 0;
+};
+
+class Topology {
+ public:
+  Topology(const FabricSpec& spec, int gpus);
+
+  int gpus() const { return gpus_; }
+  int resources() const { return static_cast<int>(capacity_.size()); }
+  double capacity(int resource) const { return capacity_[static_cast<std::size_t>(resource)]; }
+  const std::string& name(int resource) const { return names_[static_cast<std::size_t>(resource)]; }
+  const Route& route(int src, int dst) const { return routes_[static_cast<std::size_t>(src * gpus_ + dst)]; }
+  // The narrowest resource on the route: what one transfer alone can reach.
+  double route_capacity(int src, int dst) const;
+  // Sum of the distinct first-hop resources leaving `gpu`: all it can send at once.
+  double egress_capacity(int gpu) const;
+
+ private:
+  int add(const std::string& name, double capacity);
+  void build_switch(const FabricSpec& spec);
+  void build_pairs(const FabricSpec& spec);
+  void build_ring(const FabricSpec& spec);
+  void build_multi_node(const FabricSpec& spec);
+
+  int gpus_;
+  std::vector<double> capacity_;
+  std::vector<std::string> names_;
+  std::vector<Route> routes_;
+};
+
+}  // namespace tpsim
