@@ -35,7 +35,7 @@ TEST_CASE("On a ring, far GPUs are reached hop by hop the shorter way", "[hw][to
   Fabric f(sim, Topology(spec("ring"), 8));
   const auto far = f.start(0, 2, 1e6, 0, [] {});
   const auto near = f.start(1, 2, 1e6, 0, [] {});
-  sim.schedule_at(1500, [&] {
+  sim.schedule_at(2500, [&] {  // both past their route latency
     CHECK(f.rate(far) == Approx(0.15));
     CHECK(f.rate(near) == Approx(0.15));
   });
