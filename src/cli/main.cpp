@@ -8,6 +8,7 @@
 
 #include "tpsim/app/run_scenario.hpp"
 #include "tpsim/io/chrome_trace.hpp"
+#include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/result_writers.hpp"
 
@@ -44,6 +45,12 @@ int main(int argc, char** argv) {
   run->add_option("scenario", scenario, "scenario JSON file")->required();
   run->add_option("--trace", trace, "write a Chrome trace (Perfetto) to FILE");
   run->add_option("--json", json, "write the result JSON to FILE, or - for stdout (replaces the table)");
+  auto* hardware = app.add_subcommand("hardware", "list the shipped hardware models, or show one");
+  hardware->require_subcommand(1);
+  auto* hw_list = hardware->add_subcommand("list", "one line per model in models/");
+  std::string hw_name;
+  auto* hw_show = hardware->add_subcommand("show", "every parameter of a model, with unit and source");
+  hw_show->add_option("name", hw_name, "model name (file stem in models/) or path to a hardware JSON")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -52,6 +59,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run) return run_command(scenario, trace, json);
+    if (*hw_list) std::cout << tpsim::hardware_list();
+    if (*hw_show) std::cout << tpsim::hardware_show(hw_name);
   } catch (const tpsim::InputError& e) {
     std::cerr << "tpsim: error: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,68 @@
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "support/simulate.hpp"
+#include "tpsim/io/hardware_report.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+
+RunResult on(const std::string& hw, const std::string& variants, std::int64_t m = 16384, std::int64_t k = 8192,
+             std::int64_t n = 3584, const std::string& dtype = "bf16", int gpus = 8) {
+  return simulate(fmt::format(R"({{"hardware": "{}", "gpus": {}, "dtype": "{}",
+      "workload": {{"op": "allgather_matmul", "m": {}, "k": {}, "n": {}}}, "variants": [{}]}})",
+                              hw, gpus, dtype, m, k, n, variants));
+}
+
+}  // namespace
+
+TEST_CASE("Every shipped hardware model loads and simulates both strategies", "[hardware]") {
+  const auto names = shipped_hardware_names();
+  REQUIRE(names.size() >= 8);
+  for (const auto& name : names) {
+    INFO(name);
+    const auto r = on(name, R"("baseline", "async_tp")", 4096);
+    CHECK(makespan_us(r, "baseline") > 0);
+    CHECK(makespan_us(r, "async_tp") > 0);
+  }
+  CHECK_THAT(hardware_list(), Catch::Matchers::Contains("h100_pcie") && Catch::Matchers::Contains("pairs"));
+  CHECK_THAT(hardware_show("h800"), Catch::Matchers::Contains("fabric.nvlink.bandwidth_per_direction"));
+}
+
+TEST_CASE("A hardware file with a base inherits everything it does not override", "[hardware]") {
+  const HardwareSpec h800 = load_hardware_file(models_dir() + "/h800.json");
+  CHECK(h800.sm.count == h100().sm.count);
+  CHECK(h800.fabric.nvlink.bytes_per_ps == Approx(h100().fabric.nvlink.bytes_per_ps * 200 / 450));
+}
+
+TEST_CASE("H800's narrower NVLink makes the exposed all-gather slower, and async TP pays more", "[hardware]") {
+  const auto h100r = on("h100_sxm", R"("baseline", "async_tp")");
+  const auto h800r = on("h800", R"("baseline", "async_tp")");
+  CHECK(makespan_us(h800r, "baseline") > makespan_us(h100r, "baseline") * 1.2);
+  CHECK(*h800r.speedup(variant(h800r, "async_tp")) > *h100r.speedup(variant(h100r, "async_tp")));
+}
+
+TEST_CASE("H200's faster HBM speeds up the memory-bound weight re-reads of small shards", "[hardware]") {
+  const auto h100r = on("h100_sxm", R"("async_tp")", 512);
+  const auto h200r = on("h200", R"("async_tp")", 512);
+  CHECK(makespan_us(h200r, "async_tp") < 0.85 * makespan_us(h100r, "async_tp"));
+}
+
+TEST_CASE("Without NVSwitch, PyTorch's async TP pulls over PCIe and loses to the NCCL ring", "[hardware]") {
+  const auto r = on("h100_pcie", R"("baseline", "async_tp")");
+  CHECK(makespan_us(r, "async_tp") > makespan_us(r, "baseline"));
+}
+
+TEST_CASE("A GPU without fp8 math rejects an fp8 scenario", "[hardware]") {
+  CHECK_THROWS_WITH(on("a100_sxm", R"("baseline")", 4096, 4096, 4096, "fp8"),
+                    Catch::Matchers::Contains("$.dtype: hardware a100_sxm has no fp8 math"));
+}
+
+TEST_CASE("Across two nodes the ring crosses the NICs and the all-gather slows down", "[hardware]") {
+  const auto one = on("h100_sxm", R"("baseline")", 16384, 8192, 3584, "bf16", 16);
+  const auto two = on("h100_sxm_2node", R"("baseline")", 16384, 8192, 3584, "bf16", 16);
+  CHECK(makespan_us(two, "baseline") > 2 * makespan_us(one, "baseline"));
+}
