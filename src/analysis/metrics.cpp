@@ -31,12 +31,6 @@ double sample_integral(const std::vector<Sample>& samples, Tick from, Tick to) {
   return sum;
 }
 
-int group_of(const Op& op) {
-  if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->group;
-  if (const auto* b = std::get_if<BarrierOp>(&op.payload)) return b->group;
-  return -1;
-}
-
 // Walks back from the last op to finish, each time to the dependency that
 // finished last (for a rendezvous: the rank that arrived last). Each op is
 // charged the time between that dependency's end and its own end.
@@ -45,7 +39,7 @@ CriticalPath critical_path(const Dag& dag, const Timeline& tl) {
   if (dag.size() == 0) return cp;
   std::vector<std::vector<OpId>> members(static_cast<std::size_t>(dag.groups()));
   for (OpId id = 0; id < dag.size(); ++id)
-    if (int g = group_of(dag.op(id)); g >= 0) members[static_cast<std::size_t>(g)].push_back(id);
+    if (int g = rendezvous_group(dag.op(id)); g >= 0) members[static_cast<std::size_t>(g)].push_back(id);
   OpId cur = 0;
   for (OpId id = 0; id < dag.size(); ++id)
     if (tl.ops[id].end > tl.ops[cur].end) cur = id;
@@ -59,7 +53,7 @@ CriticalPath critical_path(const Dag& dag, const Timeline& tl) {
     };
     for (auto [e, end] = boost::in_edges(cur, g); e != end; ++e) consider(boost::source(*e, g));
     // A rendezvous op waits on the other ranks' arrivals: their stream predecessors.
-    if (int grp = group_of(dag.op(cur)); grp >= 0)
+    if (int grp = rendezvous_group(dag.op(cur)); grp >= 0)
       for (OpId m : members[static_cast<std::size_t>(grp)])
         for (auto [e, end] = boost::in_edges(m, g); e != end; ++e) consider(boost::source(*e, g));
     const Tick from = best >= 0 ? best_end : tl.ops[cur].issued;

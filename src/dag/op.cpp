@@ -15,6 +15,8 @@ std::string_view op_kind_name(const Op& op) {
   return std::visit(Overloaded{[](const GemmOp&) { return "gemm"; }, [](const CopyOp&) { return "copy"; },
                                [](const CollectiveOp&) { return "collective"; },
                                [](const BarrierOp&) { return "barrier"; },
+                               [](const SendRecvOp&) { return "sendrecv"; },
+                               [](const FusedRingGemmOp&) { return "fused_gemm"; },
                                [](const ElementwiseOp&) { return "elementwise"; },
                                [](const RecordOp&) { return "record"; }, [](const WaitOp&) { return "wait"; }},
                     op.payload);
@@ -26,18 +28,28 @@ OpClass op_class(const Op& op) {
                                [](const CopyOp&) { return OpClass::communication; },
                                [](const CollectiveOp&) { return OpClass::communication; },
                                [](const BarrierOp&) { return OpClass::synchronization; },
+                               [](const SendRecvOp&) { return OpClass::communication; },
+                               [](const FusedRingGemmOp&) { return OpClass::compute; },
                                [](const RecordOp&) { return OpClass::event; },
                                [](const WaitOp&) { return OpClass::event; }},
                     op.payload);
 }
 
 bool runs_on_sms(const Op& op) {
-  return std::holds_alternative<GemmOp>(op.payload) || std::holds_alternative<ElementwiseOp>(op.payload) ||
-         std::holds_alternative<CollectiveOp>(op.payload) || std::holds_alternative<BarrierOp>(op.payload);
+  return !std::holds_alternative<CopyOp>(op.payload) && !std::holds_alternative<RecordOp>(op.payload) &&
+         !std::holds_alternative<WaitOp>(op.payload);
+}
+
+int rendezvous_group(const Op& op) {
+  return std::visit(Overloaded{[](const CollectiveOp& c) { return c.group; }, [](const BarrierOp& b) { return b.group; },
+                               [](const SendRecvOp& s) { return s.group; }, [](const FusedRingGemmOp& f) { return f.group; },
+                               [](const auto&) { return -1; }},
+                    op.payload);
 }
 
 double op_flops(const Op& op) {
   if (const auto* g = std::get_if<GemmOp>(&op.payload)) return g->problem.flops();
+  if (const auto* f = std::get_if<FusedRingGemmOp>(&op.payload)) return f->steps * f->step.flops();
   return 0.0;
 }
 
@@ -49,6 +61,12 @@ double op_bytes(const Op& op) {
                                },
                                [](const CopyOp& c) { return c.bytes; },
                                [](const CollectiveOp& c) { return c.buffer_bytes; },
+                               [](const SendRecvOp& s) {
+                                 double b = 0;
+                                 for (const auto& t : s.sends) b += t.bytes;
+                                 return b;
+                               },
+                               [](const FusedRingGemmOp& f) { return f.send_bytes * (f.steps - 1); },
                                [](const ElementwiseOp& e) { return e.bytes_read + e.bytes_written; },
                                [](const auto&) { return 0.0; }},
                     op.payload);

@@ -100,8 +100,7 @@ Json chrome_trace(const RunResult& r) {
         }
       }
       if (op_class(op) == OpClass::event) continue;
-      if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) groups[static_cast<std::size_t>(c->group)].push_back(id);
-      if (const auto* b = std::get_if<BarrierOp>(&op.payload)) groups[static_cast<std::size_t>(b->group)].push_back(id);
+      if (const int g = rendezvous_group(op); g >= 0) groups[static_cast<std::size_t>(g)].push_back(id);
       tb.events.push_back({{"ph", "X"}, {"pid", pid(op.rank)}, {"tid", tid_of(op, t)}, {"name", op.name},
                            {"cat", std::string(op_kind_name(op))}, {"ts", ts(t.start)}, {"dur", ts(t.end) - ts(t.start)},
                            {"args", op_args(op, t)}});

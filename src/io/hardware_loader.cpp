@@ -195,9 +195,10 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   hw.fabric = parse_fabric(root.object("fabric", {"topology", "nvlink", "pcie", "nic", "gpus_per_node"}));
 
-  const ObjectReader nccl = root.object("nccl", {"max_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols"});
+  const ObjectReader nccl = root.object("nccl", {"max_channels", "p2p_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols"});
   const Quantities nq(nccl);
   hw.nccl.max_channels = nq.count("max_channels");
+  hw.nccl.p2p_channels = nq.count("p2p_channels");
   hw.nccl.ring_startup = nq.time("ring_startup");
   hw.nccl.registers_per_thread = nq.count("registers_per_thread");
   hw.nccl.shared_bytes = nq.bytes("shared_memory");

@@ -27,13 +27,13 @@ std::string path_summary(const CriticalPath& cp) {
 std::string format_table(const RunResult& r) {
   const Scenario& s = r.scenario;
   std::string out = fmt::format("{}{}: {} m={} k={} n={} {} on {} x {}\n", s.name.empty() ? "" : s.name, s.name.empty() ? "scenario" : "",
-                                s.workload.op, s.workload.m, s.workload.k, s.workload.n, dtype_name(s.dtype), s.gpus, s.hardware.name);
-  out += fmt::format("{:<12} {:>12} {:>8} {:>14} {:>7} {:>7}  {}\n", "variant", "makespan_us", "speedup", "exposed_comm_us",
+                                s.workload.op, s.workload.m, s.workload.k, fmt::join(s.workload.n, "+"), dtype_name(s.dtype), s.gpus, s.hardware.name);
+  out += fmt::format("{:<22} {:>12} {:>8} {:>15} {:>6} {:>6}  {}\n", "variant", "makespan_us", "speedup", "exposed_comm_us",
                      "SM%", "link%", "critical path");
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;
     const auto sp = r.speedup(run);
-    out += fmt::format("{:<12} {:>12.1f} {:>8} {:>14.1f} {:>7.1f} {:>7.1f}  {}\n", run.variant, to_us(m.makespan),
+    out += fmt::format("{:<22} {:>12.1f} {:>8} {:>15.1f} {:>6.1f} {:>6.1f}  {}\n", run.variant, to_us(m.makespan),
                        sp ? fmt::format("{:.3f}x", *sp) : "-", to_us(m.exposed_comm), 100 * m.sm_utilization,
                        100 * m.link_utilization, path_summary(m.critical_path));
   }

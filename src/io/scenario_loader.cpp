@@ -28,7 +28,20 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
     fail_at(path + ".op", msg);
   }
   const ObjectReader w(j, path, {"op", "m", "k", "n"});
-  Workload wl{op, dimension(w, "m"), dimension(w, "k"), dimension(w, "n")};
+  Workload wl{op, dimension(w, "m"), dimension(w, "k"), {}};
+  if (w.has("n") && w.at("n").is_array()) {
+    if (op != "allgather_matmul") fail_at(w.child_path("n"), fmt::format("a list of n (several weights) is only for allgather_matmul"));
+    const Json& ns = w.at("n");
+    if (ns.empty() || ns.size() > 16) fail_at(w.child_path("n"), "must list 1 to 16 weights");
+    for (std::size_t i = 0; i < ns.size(); ++i) {
+      const std::string p = fmt::format("{}[{}]", w.child_path("n"), i);
+      const std::int64_t v = as_positive_int(ns[i], p);
+      if (v > kMaxDimension) fail_at(p, fmt::format("{} is larger than the limit {}", v, kMaxDimension));
+      wl.n.push_back(v);
+    }
+  } else {
+    wl.n.push_back(dimension(w, "n"));
+  }
   if (op == "matmul") return wl;
   if (gpus < 2) fail_at("$.gpus", fmt::format("{} needs at least 2 GPUs", op));
   if (wl.m % gpus != 0)

@@ -2,17 +2,11 @@
 
 namespace tpsim {
 
-static int group_of(const Op& op) {
-  if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->group;
-  if (const auto* b = std::get_if<BarrierOp>(&op.payload)) return b->group;
-  return -1;
-}
-
 Rendezvous::Rendezvous(const Dag& dag)
     : members_(static_cast<std::size_t>(dag.groups())), arrived_(members_.size(), 0), last_(members_.size(), 0),
       ranks_(dag.ranks()) {
   for (OpId id = 0; id < dag.size(); ++id) {
-    const int g = group_of(dag.op(id));
+    const int g = rendezvous_group(dag.op(id));
     if (g >= 0) members_[static_cast<std::size_t>(g)].push_back(id);
   }
 }

@@ -21,10 +21,17 @@ const std::vector<Entry>& entries() {
       {"matmul", "baseline", build_matmul_baseline},
       {"allgather_matmul", "baseline", build_allgather_matmul_baseline},
       {"allgather_matmul", "async_tp", build_allgather_matmul_async_tp},
+      {"allgather_matmul", "async_tp_single_stream", build_allgather_matmul_async_tp_single_stream},
+      {"allgather_matmul", "async_tp_nccl", build_allgather_matmul_async_tp_nccl},
+      {"allgather_matmul", "ring", build_allgather_matmul_ring},
+      {"allgather_matmul", "ring_bidirectional", build_allgather_matmul_ring_bidirectional},
+      {"allgather_matmul", "fused", build_allgather_matmul_fused},
       {"matmul_reducescatter", "baseline", build_matmul_reducescatter_baseline},
       {"matmul_reducescatter", "async_tp", build_matmul_reducescatter_async_tp},
-      {"allgather_matmul", "async_tp_single_stream", build_allgather_matmul_async_tp_single_stream},
       {"matmul_reducescatter", "async_tp_single_stream", build_matmul_reducescatter_async_tp_single_stream},
+      {"matmul_reducescatter", "async_tp_nccl", build_matmul_reducescatter_async_tp_nccl},
+      {"matmul_reducescatter", "ring", build_matmul_reducescatter_ring},
+      {"matmul_reducescatter", "ring_bidirectional", build_matmul_reducescatter_ring_bidirectional},
   };
   return table;
 }

@@ -27,7 +27,8 @@ TEST_CASE("A valid scenario parses and defaults to every variant of its op", "[i
   const Scenario s = parse_scenario(Json::parse(kGood), "");
   CHECK(s.gpus == 8);
   CHECK(s.workload.m == 16384);
-  CHECK(s.variants == std::vector<std::string>{"baseline", "async_tp", "async_tp_single_stream"});
+  CHECK(s.variants == std::vector<std::string>{"baseline", "async_tp", "async_tp_single_stream", "async_tp_nccl", "ring",
+                                               "ring_bidirectional", "fused"});
 }
 
 TEST_CASE("Bad scenarios are rejected with the JSON path and the problem", "[io][scenario]") {

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
@@ -26,6 +27,22 @@ struct CollectiveOp {  // NCCL ring collective over all ranks of the group
 struct BarrierOp {  // symmetric-memory barrier: signal every peer, wait for all
   int group = 0;
 };
+struct Transfer {
+  int peer = 0;
+  double bytes = 0;
+};
+struct SendRecvOp {  // NCCL send/recv (grouped): an SM kernel holding p2p channel blocks
+  std::vector<Transfer> sends;  // what this rank sends; it receives what peers send it
+  int group = 0;                // every rank's matching send/recv of this step
+};
+struct FusedRingGemmOp {  // one persistent kernel (grid = SMs): per step a submatmul whose
+                          // operand tiles stream to the next rank as they are loaded, then a sync
+  GemmProblem step;       // the submatmul of one step
+  int steps = 0;
+  int send_to = 0;        // ring successor
+  double send_bytes = 0;  // per step (none after the last)
+  int group = 0;
+};
 struct ElementwiseOp {  // memory-bound SM kernel (local copy, reduction)
   double bytes_read = 0, bytes_written = 0;
 };
@@ -36,7 +53,8 @@ struct WaitOp {
   int event = 0;
 };
 
-using OpPayload = std::variant<GemmOp, CopyOp, CollectiveOp, BarrierOp, ElementwiseOp, RecordOp, WaitOp>;
+using OpPayload = std::variant<GemmOp, CopyOp, CollectiveOp, BarrierOp, SendRecvOp, FusedRingGemmOp, ElementwiseOp,
+                               RecordOp, WaitOp>;
 
 struct Op {
   std::string name;  // e.g. "ag_mm.step3.matmul"
@@ -44,6 +62,9 @@ struct Op {
   int stream = 0;
   OpPayload payload;
 };
+
+// The rendezvous group of a collective, barrier, send/recv or fused op; -1 for others.
+int rendezvous_group(const Op& op);
 
 enum class OpClass { compute, communication, synchronization, event };
 

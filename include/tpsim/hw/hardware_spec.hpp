@@ -81,6 +81,7 @@ struct NcclProtocol {
 
 struct NcclSpec {
   int max_channels = 0;
+  int p2p_channels = 0;   // blocks a grouped send/recv kernel holds
   Tick ring_startup = 0;  // from every rank resident to the first byte moving
   int registers_per_thread = 0;
   int shared_bytes = 0;

@@ -12,7 +12,13 @@ namespace tpsim {
 
 struct Workload {
   std::string op;  // "matmul" | "allgather_matmul" | "matmul_reducescatter"
-  std::int64_t m = 0, k = 0, n = 0;
+  std::int64_t m = 0, k = 0;
+  std::vector<std::int64_t> n;  // one weight, or (allgather_matmul) several sharing one gather: Q, K, V
+  std::int64_t n_total() const {
+    std::int64_t t = 0;
+    for (auto x : n) t += x;
+    return t;
+  }
 };
 
 struct Scenario {

@@ -1,0 +1,76 @@
+// What happens once every rank has met at a collective, send/recv or fused step.
+// These are group-synchronous: all ranks' kernels finish together.
+#include <algorithm>
+#include <memory>
+
+#include "machine.hpp"
+
+namespace tpsim::runtime_detail {
+
+void Machine::move_all(std::vector<std::pair<std::pair<int, int>, double>> transfers, double efficiency,
+                       std::function<void()> done) {
+  if (transfers.empty()) return done();
+  auto left = std::make_shared<std::size_t>(transfers.size());
+  auto finish_one = [left, done] {
+    if (--*left == 0) done();
+  };
+  for (const auto& [route, bytes] : transfers) {
+    const auto [src, dst] = route;
+    fabric_.start(src, dst, bytes, efficiency * fabric_.topology().route_capacity(src, dst), finish_one);
+  }
+}
+
+// Every rank sends (n-1)/n of the buffer to its ring successor, pipelined over
+// the channels; the kernels finish together when the last chunk lands.
+void Machine::run_ring(const std::vector<OpId>& members, const RingPlan& plan) {
+  sim_.schedule_after(plan.latency, [this, members, plan] {
+    std::vector<std::pair<std::pair<int, int>, double>> transfers;
+    const std::size_t n = members.size();
+    for (std::size_t i = 0; i < n && n > 1; ++i)
+      transfers.push_back({{dag_.op(members[i]).rank, dag_.op(members[(i + 1) % n]).rank}, plan.bytes_per_rank});
+    move_all(std::move(transfers), plan.protocol->bandwidth_efficiency, [this, members] { release_all(members); });
+  });
+}
+
+// NCCL send/recv synchronises sender and receiver; all ranks of a step move together.
+void Machine::run_sendrecv(const std::vector<OpId>& members, const NcclProtocol& proto) {
+  sim_.schedule_after(proto.base_latency + proto.step_latency, [this, members, &proto] {
+    std::vector<std::pair<std::pair<int, int>, double>> transfers;
+    for (OpId m : members)
+      for (const Transfer& t : std::get<SendRecvOp>(dag_.op(m).payload).sends)
+        transfers.push_back({{dag_.op(m).rank, t.peer}, t.bytes});
+    move_all(std::move(transfers), proto.bandwidth_efficiency, [this, members] { release_all(members); });
+  });
+}
+
+// One step of a persistent fused kernel: the grid computes the step's tiles
+// (ceil(tiles / grid) rounds of blocks) while the operand streams to the next
+// rank; when both are done everywhere, a signal/wait round starts the next step.
+void Machine::run_fused_round(const std::vector<OpId>& members, const GemmPlan& plan, int grid, int round) {
+  const auto& first = std::get<FusedRingGemmOp>(dag_.op(members.front()).payload);
+  const std::int64_t waves = (plan.blocks + grid - 1) / grid;
+  Tick compute = 0;
+  for (OpId m : members)
+    compute = std::max(compute, waves * gemm_block_time(plan, hw_, grid, hbm_left(dag_.op(m).rank)));
+  if (round == 0) compute += hw_.gemm.kernel_ramp;
+  std::vector<std::pair<std::pair<int, int>, double>> transfers;
+  if (round + 1 < first.steps)
+    for (OpId m : members) {
+      const auto& f = std::get<FusedRingGemmOp>(dag_.op(m).payload);
+      transfers.push_back({{dag_.op(m).rank, f.send_to}, f.send_bytes});
+    }
+  auto left = std::make_shared<int>(2);
+  auto step_done = [this, members, plan, grid, round, left, steps = first.steps] {
+    if (--*left > 0) return;
+    if (round + 1 == steps) return release_all(members);
+    sim_.schedule_after(hw_.barrier.latency, [=, this] { run_fused_round(members, plan, grid, round + 1); });
+  };
+  sim_.schedule_after(compute, step_done);
+  move_all(std::move(transfers), 1.0, step_done);
+}
+
+void Machine::release_all(const std::vector<OpId>& members) {
+  for (OpId m : members) ranks_[static_cast<std::size_t>(dag_.op(m).rank)].sms->release(kernel_of_[m]);
+}
+
+}  // namespace tpsim::runtime_detail

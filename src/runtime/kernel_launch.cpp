@@ -1,0 +1,133 @@
+// Turning ops into kernels on a rank's block scheduler: what blocks they need,
+// how long a block takes, and what happens when every block is resident.
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "machine.hpp"
+#include "tpsim/cost/elementwise_cost.hpp"
+
+namespace tpsim::runtime_detail {
+
+void Machine::launch_kernel(OpId id) {
+  const Op& op = dag_.op(id);
+  KernelRequest req;
+  req.on_first_block = [this, id] { tl_.ops[id].start = sim_.now(); };
+  req.on_complete = [this, id] { finish(id); };
+  std::visit(
+      [&](const auto& payload) {
+        using T = std::decay_t<decltype(payload)>;
+        if constexpr (std::is_same_v<T, GemmOp>) gemm_kernel(id, payload, req);
+        else if constexpr (std::is_same_v<T, ElementwiseOp>) elementwise_kernel(id, payload, req);
+        else if constexpr (std::is_same_v<T, CollectiveOp>) collective_kernel(id, payload, req);
+        else if constexpr (std::is_same_v<T, BarrierOp>) barrier_kernel(id, payload, req);
+        else if constexpr (std::is_same_v<T, SendRecvOp>) sendrecv_kernel(id, payload, req);
+        else if constexpr (std::is_same_v<T, FusedRingGemmOp>) fused_kernel(id, payload, req);
+        else throw std::logic_error("not a kernel: " + op.name);
+      },
+      op.payload);
+  kernel_of_[id] = ranks_[static_cast<std::size_t>(op.rank)].sms->launch(std::move(req));
+}
+
+void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
+  const GemmPlan plan = plan_gemm(g.problem, hw_);
+  tl_.ops[id].detail = fmt::format("tile {}x{}x{}, split-k {}, {} blocks", plan.tile.m, plan.tile.n, plan.tile.k,
+                                   plan.split_k, plan.blocks);
+  req.block = hw_.gemm.block;
+  req.blocks = plan.blocks;
+  req.draws_memory = true;
+  // The kernel's ramp is paid by the blocks placed first; later waves run at pace.
+  req.block_time = [plan, this, rank = dag_.op(id).rank, first = true](int mem) mutable {
+    const Tick ramp = first ? hw_.gemm.kernel_ramp : 0;
+    first = false;
+    return ramp + gemm_block_time(plan, hw_, mem, hbm_left(rank));
+  };
+}
+
+void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req) {
+  const ElementwisePlan plan = plan_elementwise(e.bytes_read + e.bytes_written, hw_);
+  tl_.ops[id].detail = fmt::format("{} blocks", plan.blocks);
+  req.block = hw_.elementwise.block;
+  req.blocks = plan.blocks;
+  req.draws_memory = true;
+  req.block_time = [plan, this, rank = dag_.op(id).rank](int mem) {
+    return elementwise_block_time(plan, hw_, mem, hbm_left(rank));
+  };
+}
+
+BlockResources Machine::nccl_block(const NcclProtocol& p) const {
+  return BlockResources{p.threads, p.threads * hw_.nccl.registers_per_thread, hw_.nccl.shared_bytes, 1};
+}
+
+void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
+  const RingPlan plan = plan_ring(c.kind, c.buffer_bytes, dag_.ranks(), hw_, ring_link_capacity());
+  tl_.ops[id].detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
+  req.block = nccl_block(*plan.protocol);
+  req.blocks = plan.channels;
+  req.held = true;
+  req.on_resident = [this, id, group = c.group, plan] {
+    rendezvous_.arrive(group, id, [this, plan](const std::vector<OpId>& members) { run_ring(members, plan); });
+  };
+}
+
+void Machine::barrier_kernel(OpId id, const BarrierOp& b, KernelRequest& req) {
+  req.block = hw_.barrier.block;
+  req.blocks = 1;
+  req.held = true;
+  req.on_resident = [this, id, group = b.group] {
+    rendezvous_.arrive(group, id, [this](const std::vector<OpId>& members) {
+      sim_.schedule_after(hw_.barrier.latency, [this, members] { release_all(members); });
+    });
+  };
+}
+
+// Point-to-point messages are one hop: NCCL's estimate for a two-rank ring.
+const NcclProtocol& Machine::p2p_protocol(double bytes) const {
+  const NcclProtocol* best = &hw_.nccl.protocols.front();
+  Tick best_t = kTickMax;
+  for (const auto& p : hw_.nccl.protocols) {
+    const Tick t = ring_estimate(p, 2 * bytes, 2, ring_link_capacity());
+    if (t < best_t) best_t = t, best = &p;
+  }
+  return *best;
+}
+
+void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) {
+  double largest = 0;
+  for (const auto& t : s.sends) largest = std::max(largest, t.bytes);
+  const NcclProtocol& proto = p2p_protocol(largest);
+  tl_.ops[id].detail = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
+  req.block = nccl_block(proto);
+  req.blocks = hw_.nccl.p2p_channels;
+  req.held = true;
+  req.on_resident = [this, id, group = s.group, &proto] {
+    rendezvous_.arrive(group, id, [this, &proto](const std::vector<OpId>& members) { run_sendrecv(members, proto); });
+  };
+}
+
+void Machine::fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req) {
+  const GemmPlan plan = plan_gemm(f.step, hw_);
+  const int grid = static_cast<int>(std::min<std::int64_t>(hw_.sm.count, plan.blocks));
+  tl_.ops[id].detail = fmt::format("persistent grid {}, tile {}x{}x{}, {} steps", grid, plan.tile.m, plan.tile.n,
+                                   plan.tile.k, f.steps);
+  req.block = hw_.gemm.block;
+  req.blocks = grid;
+  req.draws_memory = true;
+  req.held = true;
+  req.on_resident = [this, id, group = f.group, plan, grid] {
+    rendezvous_.arrive(group, id, [this, plan, grid](const std::vector<OpId>& members) {
+      run_fused_round(members, plan, grid, 0);
+    });
+  };
+}
+
+// NCCL's ring visits the ranks in order; its narrowest hop sets the pace.
+double Machine::ring_link_capacity() const {
+  double c = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < dag_.ranks() && dag_.ranks() > 1; ++r)
+    c = std::min(c, fabric_.topology().route_capacity(r, (r + 1) % dag_.ranks()));
+  return c;
+}
+
+}  // namespace tpsim::runtime_detail

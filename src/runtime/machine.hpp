@@ -1,0 +1,84 @@
+#pragma once
+// Internal to runtime/: the simulated node a DAG runs on. executor.cpp drives
+// streams and copies, kernel_launch.cpp turns ops into kernels, group_ops.cpp
+// runs what happens once every rank has met (rings, send/recv, fused steps).
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "tpsim/core/simulator.hpp"
+#include "tpsim/cost/gemm_cost.hpp"
+#include "tpsim/cost/nccl_cost.hpp"
+#include "tpsim/dag/dag.hpp"
+#include "tpsim/hw/block_scheduler.hpp"
+#include "tpsim/hw/copy_engines.hpp"
+#include "tpsim/hw/fabric.hpp"
+#include "tpsim/runtime/rendezvous.hpp"
+#include "tpsim/runtime/timeline.hpp"
+
+namespace tpsim::runtime_detail {
+
+struct StreamState {
+  std::vector<OpId> ops;
+  std::size_t head = 0;
+  bool busy = false;
+  Tick prev_end = 0;
+  EventHandle wake;
+};
+
+struct RankState {
+  double nvlink_bytes_per_ps = 0;  // link traffic in and out: it is read from / written to HBM too
+  std::unique_ptr<BlockScheduler> sms;
+  std::unique_ptr<CopyEngines> copies;
+  std::vector<StreamState> streams;
+};
+
+class Machine {
+ public:
+  Machine(const Dag& dag, const HardwareSpec& hw);
+  Timeline run();
+
+ private:
+  // executor.cpp
+  StreamState& stream_of(OpId id);
+  void issue_programs();
+  void advance(int rank, int stream);
+  void complete_now(OpId id);
+  void finish(OpId id);
+  void start_copy(OpId id, const CopyOp& c);
+  void check_finished() const;
+  double hbm_left(int rank) const;
+
+  // kernel_launch.cpp
+  void launch_kernel(OpId id);
+  void gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req);
+  void elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req);
+  void collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req);
+  void barrier_kernel(OpId id, const BarrierOp& b, KernelRequest& req);
+  void sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req);
+  void fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req);
+  BlockResources nccl_block(const NcclProtocol& p) const;
+  const NcclProtocol& p2p_protocol(double bytes) const;
+  double ring_link_capacity() const;
+
+  // group_ops.cpp
+  void run_ring(const std::vector<OpId>& members, const RingPlan& plan);
+  void run_sendrecv(const std::vector<OpId>& members, const NcclProtocol& proto);
+  void run_fused_round(const std::vector<OpId>& members, const GemmPlan& plan, int grid, int round);
+  // Starts each transfer; calls `done` once every one has landed (at once if none).
+  void move_all(std::vector<std::pair<std::pair<int, int>, double>> transfers, double efficiency,
+                std::function<void()> done);
+  void release_all(const std::vector<OpId>& members);
+
+  const Dag& dag_;
+  const HardwareSpec& hw_;
+  Simulator sim_;
+  Fabric fabric_;
+  Rendezvous rendezvous_;
+  std::vector<RankState> ranks_;
+  std::vector<BlockScheduler::KernelId> kernel_of_;
+  std::vector<std::vector<std::pair<int, int>>> waiters_;
+  Timeline tl_;
+};
+
+}  // namespace tpsim::runtime_detail
