@@ -28,7 +28,8 @@ check "wrong type" 2 '$.gpus: must be a positive integer, got string' '{"hardwar
 check "non-positive" 2 '$.workload.k: must be a positive integer, got -5' "{$base, \"workload\": {\"op\": \"matmul\", \"m\": 1, \"k\": -5, \"n\": 1}}"
 check "non-divisible" 2 '$.workload.m: 4100 rows do not divide evenly over 8 GPUs' "{$base, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 4100, \"k\": 4096, \"n\": 4096}}"
 check "unknown hardware" 2 '$.hardware: unknown hardware "h100_smx" (did you mean "h100_sxm"?)' '{"hardware": "h100_smx", "gpus": 8, "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}}'
-check "unknown variant" 2 '$.variants[1]: variant "fused" is not available for allgather_matmul' "{$base, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 4096, \"k\": 4096, \"n\": 4096}, \"variants\": [\"baseline\", \"fused\"]}"
+check "unknown variant" 2 '$.variants[1]: variant "fuzed" is not available for allgather_matmul (did you mean "fused"?)' "{$base, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 4096, \"k\": 4096, \"n\": 4096}, \"variants\": [\"baseline\", \"fuzed\"]}"
+check "variant of another op" 2 '$.variants[0]: variant "fused" is not available for matmul_reducescatter' "{$base, \"workload\": {\"op\": \"matmul_reducescatter\", \"m\": 4096, \"k\": 4096, \"n\": 4096}, \"variants\": [\"fused\"]}"
 check "unknown op" 2 '$.workload.op: unknown op "allgather_matmull" (did you mean "allgather_matmul"?)' "{$base, \"workload\": {\"op\": \"allgather_matmull\", \"m\": 1, \"k\": 1, \"n\": 1}}"
 check "malformed JSON" 2 'malformed JSON' "{$base, \"workload\": "
 check "not an object" 2 '$: must be an object, got array' '[1, 2]'
