@@ -17,6 +17,7 @@ std::string_view op_kind_name(const Op& op) {
                                [](const BarrierOp&) { return "barrier"; },
                                [](const SendRecvOp&) { return "sendrecv"; },
                                [](const FusedRingGemmOp&) { return "fused_gemm"; },
+                               [](const AttentionOp&) { return "attention"; },
                                [](const ElementwiseOp&) { return "elementwise"; },
                                [](const RecordOp&) { return "record"; }, [](const WaitOp&) { return "wait"; }},
                     op.payload);
@@ -30,6 +31,7 @@ OpClass op_class(const Op& op) {
                                [](const BarrierOp&) { return OpClass::synchronization; },
                                [](const SendRecvOp&) { return OpClass::communication; },
                                [](const FusedRingGemmOp&) { return OpClass::compute; },
+                               [](const AttentionOp&) { return OpClass::compute; },
                                [](const RecordOp&) { return OpClass::event; },
                                [](const WaitOp&) { return OpClass::event; }},
                     op.payload);
@@ -50,6 +52,7 @@ int rendezvous_group(const Op& op) {
 double op_flops(const Op& op) {
   if (const auto* g = std::get_if<GemmOp>(&op.payload)) return g->problem.flops();
   if (const auto* f = std::get_if<FusedRingGemmOp>(&op.payload)) return f->steps * f->step.flops();
+  if (const auto* a = std::get_if<AttentionOp>(&op.payload)) return attention_flops(*a);
   return 0.0;
 }
 
@@ -67,6 +70,7 @@ double op_bytes(const Op& op) {
                                  return b;
                                },
                                [](const FusedRingGemmOp& f) { return f.send_bytes * (f.steps - 1); },
+                               [](const AttentionOp& a) { return attention_bytes(a); },
                                [](const ElementwiseOp& e) { return e.bytes_read + e.bytes_written; },
                                [](const auto&) { return 0.0; }},
                     op.payload);

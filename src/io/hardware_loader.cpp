@@ -147,7 +147,7 @@ Json resolve_base(const Json& j, const std::string& dir, int depth) {
 HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   (void)src;
   const ObjectReader root(j, "$", {"name", "description", "base", "sm", "compute", "gemm", "memory", "launch",
-                                   "copy_engines", "fabric", "nccl", "barrier", "elementwise"});
+                                   "copy_engines", "fabric", "nccl", "barrier", "elementwise", "attention"});
   HardwareSpec hw;
   hw.name = root.string("name");
   hw.description = root.optional_string("description").value_or("");
@@ -218,6 +218,12 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
   hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm");
   hw.elementwise.block_overhead = eq.time("block_overhead");
+
+  const ObjectReader at = root.object("attention", {"forward_efficiency", "backward_efficiency", "block_rows"});
+  const Quantities aq(at);
+  hw.attention.forward_efficiency = aq.get("forward_efficiency", "fraction");
+  hw.attention.backward_efficiency = aq.get("backward_efficiency", "fraction");
+  hw.attention.block_rows = aq.count("block_rows");
 
   // Every kind of block must fit an empty SM, or the simulation could never place it.
   const auto check_fits = [&](const BlockResources& b, const std::string& path) {

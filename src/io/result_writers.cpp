@@ -26,8 +26,12 @@ std::string path_summary(const CriticalPath& cp) {
 
 std::string format_table(const RunResult& r) {
   const Scenario& s = r.scenario;
-  std::string out = fmt::format("{}{}: {} m={} k={} n={} {} on {} x {}\n", s.name.empty() ? "" : s.name, s.name.empty() ? "scenario" : "",
-                                s.workload.op, s.workload.m, s.workload.k, fmt::join(s.workload.n, "+"), dtype_name(s.dtype), s.gpus, s.hardware.name);
+  const Workload& w = s.workload;
+  const std::string shape = w.n.empty()
+      ? fmt::format("{} tokens={} seq_len={} layers={}", w.model.name, w.tokens, w.seq_len, w.layers)
+      : fmt::format("m={} k={} n={}", w.m, w.k, fmt::join(w.n, "+"));
+  std::string out = fmt::format("{}: {} {} {} on {} x {}\n", s.name.empty() ? "scenario" : s.name, w.op, shape,
+                                dtype_name(s.dtype), s.gpus, s.hardware.name);
   out += fmt::format("{:<22} {:>12} {:>8} {:>15} {:>6} {:>6}  {}\n", "variant", "makespan_us", "speedup", "exposed_comm_us",
                      "SM%", "link%", "critical path");
   for (const auto& run : r.runs) {

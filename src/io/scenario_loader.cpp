@@ -16,6 +16,66 @@ std::int64_t dimension(const ObjectReader& w, const std::string& key) {
   return v;
 }
 
+// Public architecture constants (Meta's Llama 3 model cards / params.json).
+const std::vector<ModelShape>& known_models() {
+  static const std::vector<ModelShape> models = {
+      {"llama3_8b", 4096, 14336, 32, 8, 128},
+      {"llama3_70b", 8192, 28672, 64, 8, 128},
+      {"llama3_405b", 16384, 53248, 128, 8, 128},
+  };
+  return models;
+}
+
+ModelShape parse_model(const ObjectReader& w) {
+  const Json& m = w.at("model");
+  const std::string path = w.child_path("model");
+  if (m.is_string()) {
+    const std::string name = m.get<std::string>();
+    std::vector<std::string> names;
+    for (const auto& k : known_models()) {
+      if (k.name == name) return k;
+      names.push_back(k.name);
+    }
+    std::string msg = fmt::format("unknown model \"{}\"", name);
+    if (auto s = closest_match(name, names)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+    else msg += fmt::format(" (known: {}; or give an object with hidden, ffn_hidden, heads, kv_heads, head_dim)", fmt::join(names, ", "));
+    fail_at(path, msg);
+  }
+  const ObjectReader o(m, path, {"hidden", "ffn_hidden", "heads", "kv_heads", "head_dim"});
+  return ModelShape{"custom", dimension(o, "hidden"), dimension(o, "ffn_hidden"), dimension(o, "heads"),
+                    dimension(o, "kv_heads"), dimension(o, "head_dim")};
+}
+
+Workload parse_layer_workload(const ObjectReader& w, const std::string& op, int gpus) {
+  Workload wl;
+  wl.op = op;
+  wl.model = parse_model(w);
+  wl.tokens = dimension(w, "tokens");
+  wl.seq_len = dimension(w, "seq_len");
+  const std::string pass = w.has("pass") ? w.string("pass") : "forward";
+  if (pass == "forward") wl.pass = Pass::forward;
+  else if (pass == "backward") wl.pass = Pass::backward;
+  else if (pass == "forward_backward") wl.pass = Pass::forward_backward;
+  else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
+  const std::int64_t layers = w.positive_int_or("layers", 1);
+  if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
+  wl.layers = static_cast<int>(layers);
+  const auto divides = [&](std::int64_t v, const std::string& what, const std::string& p) {
+    if (v % gpus != 0) fail_at(p, fmt::format("{} {} do not divide evenly over {} GPUs", v, what, gpus));
+  };
+  divides(wl.tokens, "tokens", w.child_path("tokens"));
+  if (wl.tokens % wl.seq_len != 0)
+    fail_at(w.child_path("tokens"), fmt::format("{} tokens are not a whole number of {}-token sequences", wl.tokens, wl.seq_len));
+  const std::string mp = w.child_path("model");
+  divides(wl.model.heads, "attention heads", mp + ".heads");
+  divides(wl.model.ffn_hidden, "FFN columns", mp + ".ffn_hidden");
+  const auto kv = wl.model.kv_heads;
+  if ((kv >= gpus && kv % gpus != 0) || (kv < gpus && gpus % kv != 0))
+    fail_at(mp + ".kv_heads", fmt::format("{} KV heads can be neither split nor replicated evenly over {} GPUs", kv, gpus));
+  if (kv > wl.model.heads) fail_at(mp + ".kv_heads", "more KV heads than attention heads");
+  return wl;
+}
+
 Workload parse_workload(const Json& j, const std::string& path, int gpus) {
   if (!j.is_object()) fail_at(path, fmt::format("must be an object, got {}", j.type_name()));
   if (!j.contains("op")) fail_at(path, "missing required key \"op\"");
@@ -26,6 +86,10 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
     if (auto s = closest_match(op, ops)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
     else msg += fmt::format(" (supported: {})", fmt::join(ops, ", "));
     fail_at(path + ".op", msg);
+  }
+  if (op == "transformer_layer" || op == "ffn" || op == "attention") {
+    if (gpus < 2) fail_at("$.gpus", fmt::format("{} needs at least 2 GPUs (a TP group)", op));
+    return parse_layer_workload(ObjectReader(j, path, {"op", "model", "tokens", "seq_len", "pass", "layers"}), op, gpus);
   }
   const ObjectReader w(j, path, {"op", "m", "k", "n"});
   Workload wl{op, dimension(w, "m"), dimension(w, "k"), {}};

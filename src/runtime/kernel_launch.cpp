@@ -24,6 +24,7 @@ void Machine::launch_kernel(OpId id) {
         else if constexpr (std::is_same_v<T, BarrierOp>) barrier_kernel(id, payload, req);
         else if constexpr (std::is_same_v<T, SendRecvOp>) sendrecv_kernel(id, payload, req);
         else if constexpr (std::is_same_v<T, FusedRingGemmOp>) fused_kernel(id, payload, req);
+        else if constexpr (std::is_same_v<T, AttentionOp>) attention_kernel(id, payload, req);
         else throw std::logic_error("not a kernel: " + op.name);
       },
       op.payload);
@@ -53,6 +54,17 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
   req.draws_memory = true;
   req.block_time = [plan, this, rank = dag_.op(id).rank](int mem) {
     return elementwise_block_time(plan, hw_, mem, hbm_left(rank));
+  };
+}
+
+void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req) {
+  const AttentionPlan plan = plan_attention(a, hw_);
+  tl_.ops[id].detail = fmt::format("{} query tiles x heads", plan.blocks);
+  req.block = hw_.gemm.block;  // FA3 is a warp-specialized Hopper kernel like the GEMMs
+  req.blocks = plan.blocks;
+  req.draws_memory = true;
+  req.block_time = [plan, this, rank = dag_.op(id).rank](int mem) {
+    return attention_block_time(plan, hw_, mem, hbm_left(rank));
   };
 }
 

@@ -57,6 +57,7 @@ class Machine {
   void barrier_kernel(OpId id, const BarrierOp& b, KernelRequest& req);
   void sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req);
   void fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req);
+  void attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req);
   BlockResources nccl_block(const NcclProtocol& p) const;
   const NcclProtocol& p2p_protocol(double bytes) const;
   double ring_link_capacity() const;

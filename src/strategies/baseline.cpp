@@ -1,32 +1,23 @@
-// Baseline: NCCL collectives and cuBLAS GEMMs per rank, all on one stream, so
+// Baseline: NCCL ring collectives and cuBLAS GEMMs on one stream, so the
 // communication is fully exposed.
-#include "common.hpp"
-#include "tpsim/strategies/builders.hpp"
+#include "regions.hpp"
 
-namespace tpsim {
+namespace tpsim::strategy {
 
-using namespace strategy;
-
-void build_matmul_baseline(Dag& dag, const Scenario& s) {
-  for (int r = 0; r < s.gpus; ++r) add_matmuls(dag, r, kCompute, s.workload.m, s, "matmul");
-}
-
-void build_allgather_matmul_baseline(Dag& dag, const Scenario& s) {
-  const double gathered = static_cast<double>(s.workload.m) * s.workload.k * dtype_bytes(s.dtype);
+void gather_baseline(Dag& dag, const Region& r) {
   const int group = dag.new_group();
-  for (int r = 0; r < s.gpus; ++r) {
-    dag.add(r, kCompute, "ag_mm.all_gather", CollectiveOp{CollectiveKind::all_gather, gathered, group});
-    add_matmuls(dag, r, kCompute, s.workload.m, s, "ag_mm.matmul");
+  for (int rank = 0; rank < r.ranks; ++rank) {
+    dag.add(rank, kCompute, r.name + ".all_gather", CollectiveOp{CollectiveKind::all_gather, r.ranks * r.bytes, group});
+    add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
   }
 }
 
-void build_matmul_reducescatter_baseline(Dag& dag, const Scenario& s) {
-  const double partials = static_cast<double>(s.workload.m) * s.workload.n_total() * dtype_bytes(s.dtype);
+void scatter_baseline(Dag& dag, const Region& r) {
   const int group = dag.new_group();
-  for (int r = 0; r < s.gpus; ++r) {
-    add_matmuls(dag, r, kCompute, s.workload.m, s, "mm_rs.matmul");
-    dag.add(r, kCompute, "mm_rs.reduce_scatter", CollectiveOp{CollectiveKind::reduce_scatter, partials, group});
+  for (int rank = 0; rank < r.ranks; ++rank) {
+    add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
+    dag.add(rank, kCompute, r.name + ".reduce_scatter", CollectiveOp{CollectiveKind::reduce_scatter, r.ranks * r.bytes, group});
   }
 }
 
-}  // namespace tpsim
+}  // namespace tpsim::strategy

@@ -2,21 +2,23 @@
 // rank. At each step it multiplies the shard it holds while the TMA streams that
 // shard's tiles, as they are loaded, to the previous rank; then one signal/wait
 // round before the next step.
-#include "common.hpp"
-#include "tpsim/strategies/builders.hpp"
+#include "regions.hpp"
 
-namespace tpsim {
+namespace tpsim::strategy {
 
-using namespace strategy;
-
-void build_allgather_matmul_fused(Dag& dag, const Scenario& s) {
-  const Shards sh = shards_of(s);
-  const int group = dag.new_group();
-  for (int r = 0; r < sh.ranks; ++r) {
-    const GemmProblem step{sh.rows, s.workload.n_total(), s.workload.k, s.dtype};
-    dag.add(r, kCompute, "ag_mm.fused_kernel",
-            FusedRingGemmOp{step, sh.ranks, wrap(r - 1, sh.ranks), sh.shard_bytes, group});
+void gather_fused(Dag& dag, const Region& r) {
+  // The kernel multiplies one operand shard against weights that share its
+  // rows and K (Q, K, V concatenated). Consumers of another shape (a weight
+  // gradient) are outside what it does: such regions keep NCCL + cuBLAS.
+  GemmProblem step{r.gemms.front().shard.m, 0, r.gemms.front().shard.k, r.dtype};
+  for (const auto& g : r.gemms) {
+    if (g.shard.m != step.m || g.shard.k != step.k) return gather_baseline(dag, r);
+    step.n += g.shard.n;
   }
+  const int group = dag.new_group();
+  for (int rank = 0; rank < r.ranks; ++rank)
+    dag.add(rank, kCompute, r.name + ".fused_kernel",
+            FusedRingGemmOp{step, r.ranks, wrap(rank - 1, r.ranks), r.bytes, group});
 }
 
-}  // namespace tpsim
+}  // namespace tpsim::strategy

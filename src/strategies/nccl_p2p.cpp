@@ -1,51 +1,48 @@
 // async_tp_nccl: the same decomposition as PyTorch's async TP, but the peer
 // copies are NCCL send/recv kernels on a communication stream. Those kernels hold
 // SMs (p2p channel blocks) while the submatmuls run: the SM contention of seed 001.
-#include "common.hpp"
-#include "tpsim/strategies/builders.hpp"
+#include <fmt/format.h>
 
-namespace tpsim {
+#include "regions.hpp"
 
-using namespace strategy;
+namespace tpsim::strategy {
 
 // Step s: every rank sends its shard to r-s and receives r+s's shard, then
 // multiplies it. The comm stream runs ahead of the compute stream.
-void build_allgather_matmul_async_tp_nccl(Dag& dag, const Scenario& s) {
-  const Shards sh = shards_of(s);
-  const int g = sh.ranks;
+void gather_async_tp_nccl(Dag& dag, const Region& r) {
+  const int g = r.ranks;
   std::vector<int> groups;
   for (int step = 1; step < g; ++step) groups.push_back(dag.new_group());
-  for (int r = 0; r < g; ++r) {
-    add_matmuls(dag, r, kCompute, sh.rows, s, fmt::format("ag_mm.matmul.shard{}", r));
+  for (int rank = 0; rank < g; ++rank) {
+    add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.shard{}", r.name, rank));
     for (int step = 1; step < g; ++step) {
-      const int from = (r + step) % g;
-      dag.add(r, kComm, fmt::format("ag_mm.sendrecv.shard{}", from),
-              SendRecvOp{{Transfer{wrap(r - step, g), sh.shard_bytes}}, groups[static_cast<std::size_t>(step - 1)]});
-      dag.join(r, kComm, kCompute, fmt::format("ag_mm.arrived.shard{}", from));
-      add_matmuls(dag, r, kCompute, sh.rows, s, fmt::format("ag_mm.matmul.shard{}", from));
+      const int from = (rank + step) % g;
+      dag.add(rank, kComm, fmt::format("{}.sendrecv.shard{}", r.name, from),
+              SendRecvOp{{Transfer{wrap(rank - step, g), r.bytes}}, groups[static_cast<std::size_t>(step - 1)]});
+      dag.join(rank, kComm, kCompute, fmt::format("{}.arrived.shard{}", r.name, from));
+      add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.shard{}", r.name, from));
     }
   }
 }
 
-// Step s: compute the rows for r+s, send them there (receiving r-s's rows for
-// this rank); finally sum the received chunks.
-void build_matmul_reducescatter_async_tp_nccl(Dag& dag, const Scenario& s) {
-  const Shards sh = shards_of(s);
-  const int g = sh.ranks;
+// Step s: compute the rows for r+s and send them there (receiving r-s's rows
+// for this rank); finally sum the received chunks.
+void scatter_async_tp_nccl(Dag& dag, const Region& r) {
+  const int g = r.ranks;
   std::vector<int> groups;
   for (int step = 1; step < g; ++step) groups.push_back(dag.new_group());
-  for (int r = 0; r < g; ++r) {
+  for (int rank = 0; rank < g; ++rank) {
     for (int step = 1; step < g; ++step) {
-      const int to = (r + step) % g;
-      add_matmuls(dag, r, kCompute, sh.rows, s, fmt::format("mm_rs.matmul.chunk{}", to));
-      dag.join(r, kCompute, kComm, fmt::format("mm_rs.computed.chunk{}", to));
-      dag.add(r, kComm, fmt::format("mm_rs.sendrecv.chunk{}", to),
-              SendRecvOp{{Transfer{to, sh.chunk_bytes}}, groups[static_cast<std::size_t>(step - 1)]});
+      const int to = (rank + step) % g;
+      add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.chunk{}", r.name, to));
+      dag.join(rank, kCompute, kComm, fmt::format("{}.computed.chunk{}", r.name, to));
+      dag.add(rank, kComm, fmt::format("{}.sendrecv.chunk{}", r.name, to),
+              SendRecvOp{{Transfer{to, r.bytes}}, groups[static_cast<std::size_t>(step - 1)]});
     }
-    add_matmuls(dag, r, kCompute, sh.rows, s, fmt::format("mm_rs.matmul.chunk{}", r));
-    dag.join(r, kComm, kCompute, "mm_rs.join");
-    dag.add(r, kCompute, "mm_rs.reduce", ElementwiseOp{g * sh.chunk_bytes, sh.chunk_bytes});
+    add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.chunk{}", r.name, rank));
+    dag.join(rank, kComm, kCompute, r.name + ".join");
+    dag.add(rank, kCompute, r.name + ".reduce", ElementwiseOp{g * r.bytes, r.bytes});
   }
 }
 
-}  // namespace tpsim
+}  // namespace tpsim::strategy

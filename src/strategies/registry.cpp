@@ -1,49 +1,64 @@
 #include "tpsim/strategies/registry.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <stdexcept>
 
-#include "tpsim/strategies/builders.hpp"
+#include "layer.hpp"
+#include "regions.hpp"
 
 namespace tpsim {
 
 namespace {
 
-struct Entry {
-  std::string op;
-  std::string variant;
-  std::function<void(Dag&, const Scenario&)> build;
+using namespace strategy;
+
+struct Variant {
+  std::string name;
+  VariantBuilders builders;
 };
 
-const std::vector<Entry>& entries() {
-  static const std::vector<Entry> table = {
-      {"matmul", "baseline", build_matmul_baseline},
-      {"allgather_matmul", "baseline", build_allgather_matmul_baseline},
-      {"allgather_matmul", "async_tp", build_allgather_matmul_async_tp},
-      {"allgather_matmul", "async_tp_single_stream", build_allgather_matmul_async_tp_single_stream},
-      {"allgather_matmul", "async_tp_nccl", build_allgather_matmul_async_tp_nccl},
-      {"allgather_matmul", "ring", build_allgather_matmul_ring},
-      {"allgather_matmul", "ring_bidirectional", build_allgather_matmul_ring_bidirectional},
-      {"allgather_matmul", "fused", build_allgather_matmul_fused},
-      {"matmul_reducescatter", "baseline", build_matmul_reducescatter_baseline},
-      {"matmul_reducescatter", "async_tp", build_matmul_reducescatter_async_tp},
-      {"matmul_reducescatter", "async_tp_single_stream", build_matmul_reducescatter_async_tp_single_stream},
-      {"matmul_reducescatter", "async_tp_nccl", build_matmul_reducescatter_async_tp_nccl},
-      {"matmul_reducescatter", "ring", build_matmul_reducescatter_ring},
-      {"matmul_reducescatter", "ring_bidirectional", build_matmul_reducescatter_ring_bidirectional},
+const std::vector<Variant>& variants() {
+  static const std::vector<Variant> table = {
+      {"baseline", {gather_baseline, scatter_baseline}},
+      {"async_tp", {gather_async_tp, scatter_async_tp}},
+      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream}},
+      {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl}},
+      {"ring", {gather_ring, scatter_ring}},
+      {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional}},
+      {"fused", {gather_fused, nullptr}},
   };
   return table;
 }
 
+const Variant* find_variant(const std::string& name) {
+  for (const auto& v : variants())
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+bool is_layer_op(const std::string& op) { return op == "transformer_layer" || op == "ffn" || op == "attention"; }
+
+Region single_region(const Scenario& s, bool gather) {
+  const Workload& w = s.workload;
+  Region r{gather ? "ag_mm" : "mm_rs", s.gpus, s.dtype, 0, {}};
+  const std::int64_t rows = w.m / s.gpus;
+  const double e = dtype_bytes(s.dtype);
+  r.bytes = gather ? static_cast<double>(rows) * w.k * e : static_cast<double>(rows) * w.n_total() * e;
+  for (std::int64_t n : w.n) r.gemms.push_back({{w.m, n, w.k}, {rows, n, w.k}});
+  return r;
+}
+
 }  // namespace
 
-std::vector<std::string> workload_ops() { return {"matmul", "allgather_matmul", "matmul_reducescatter"}; }
+std::vector<std::string> workload_ops() {
+  return {"matmul", "allgather_matmul", "matmul_reducescatter", "transformer_layer", "ffn", "attention"};
+}
 
 std::vector<std::string> variants_for(const std::string& op) {
+  if (op == "matmul") return {"baseline"};
   std::vector<std::string> out;
-  for (const auto& e : entries())
-    if (e.op == op) out.push_back(e.variant);
+  for (const auto& v : variants())
+    if (op != "matmul_reducescatter" || v.builders.scatter) out.push_back(v.name);
   return out;
 }
 
@@ -53,13 +68,22 @@ bool supports(const std::string& op, const std::string& variant) {
 }
 
 Dag build_dag(const Scenario& s, const std::string& variant) {
-  for (const auto& e : entries()) {
-    if (e.op != s.workload.op || e.variant != variant) continue;
-    Dag dag(s.gpus);
-    e.build(dag, s);
-    return dag;
+  const Variant* v = find_variant(variant);
+  if (!v || !supports(s.workload.op, variant)) throw std::logic_error("no strategy for " + s.workload.op + " / " + variant);
+  Dag dag(s.gpus);
+  const std::string& op = s.workload.op;
+  if (op == "matmul") {
+    for (int r = 0; r < s.gpus; ++r)
+      for (std::int64_t n : s.workload.n) dag.add(r, kCompute, "matmul", GemmOp{{s.workload.m, n, s.workload.k, s.dtype}});
+  } else if (op == "allgather_matmul") {
+    v->builders.gather(dag, single_region(s, true));
+  } else if (op == "matmul_reducescatter") {
+    v->builders.scatter(dag, single_region(s, false));
+  } else if (is_layer_op(op)) {
+    // A variant without a reduce-scatter form keeps NCCL's for those regions.
+    build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline});
   }
-  throw std::logic_error("no strategy for " + s.workload.op + " / " + variant);
+  return dag;
 }
 
 }  // namespace tpsim

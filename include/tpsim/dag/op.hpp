@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "tpsim/cost/attention_cost.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
 
@@ -43,6 +44,12 @@ struct FusedRingGemmOp {  // one persistent kernel (grid = SMs): per step a subm
   double send_bytes = 0;  // per step (none after the last)
   int group = 0;
 };
+struct AttentionOp {  // flash attention on this rank's heads (GQA: fewer KV heads)
+  std::int64_t tokens = 0, seq_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  bool causal = true;
+  bool backward = false;
+  Dtype dtype = Dtype::bf16;
+};
 struct ElementwiseOp {  // memory-bound SM kernel (local copy, reduction)
   double bytes_read = 0, bytes_written = 0;
 };
@@ -53,8 +60,8 @@ struct WaitOp {
   int event = 0;
 };
 
-using OpPayload = std::variant<GemmOp, CopyOp, CollectiveOp, BarrierOp, SendRecvOp, FusedRingGemmOp, ElementwiseOp,
-                               RecordOp, WaitOp>;
+using OpPayload = std::variant<GemmOp, CopyOp, CollectiveOp, BarrierOp, SendRecvOp, FusedRingGemmOp, AttentionOp,
+                               ElementwiseOp, RecordOp, WaitOp>;
 
 struct Op {
   std::string name;  // e.g. "ag_mm.step3.matmul"

@@ -3,6 +3,7 @@
 // (picoseconds, bytes, bytes/ps, FLOP/ps). Loaded from models/*.json, where each
 // number carries its unit and source; nothing here has a built-in default.
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,12 @@ struct BarrierSpec {
   BlockResources block;
 };
 
+struct AttentionSpec {
+  double forward_efficiency = 0;   // fraction of tensor peak a flash-attention forward sustains
+  double backward_efficiency = 0;
+  std::int64_t block_rows = 0;     // query rows per block
+};
+
 struct ElementwiseSpec {
   BlockResources block;
   int blocks_per_sm = 1;  // grid = SMs x this (grid-stride loop)
@@ -112,6 +119,7 @@ struct HardwareSpec {
   NcclSpec nccl;
   BarrierSpec barrier;
   ElementwiseSpec elementwise;
+  AttentionSpec attention;
 
   double peak_flops_per_sm_per_ps(Dtype d) const {
     return peak_flops_per_ps[static_cast<int>(d)] / sm.count;

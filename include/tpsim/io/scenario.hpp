@@ -10,10 +10,25 @@
 
 namespace tpsim {
 
+// A Llama-style decoder layer's dimensions.
+struct ModelShape {
+  std::string name;  // "llama3_8b", ... or "custom"
+  std::int64_t hidden = 0, ffn_hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
+};
+
+enum class Pass { forward, backward, forward_backward };
+
 struct Workload {
-  std::string op;  // "matmul" | "allgather_matmul" | "matmul_reducescatter"
+  std::string op;  // "matmul" | "allgather_matmul" | "matmul_reducescatter" | "transformer_layer" | "ffn" | "attention"
+  // matmul ops
   std::int64_t m = 0, k = 0;
   std::vector<std::int64_t> n;  // one weight, or (allgather_matmul) several sharing one gather: Q, K, V
+  // layer ops
+  ModelShape model;
+  std::int64_t tokens = 0;   // held by the TP group: local batch x sequence length
+  std::int64_t seq_len = 0;
+  Pass pass = Pass::forward;
+  int layers = 1;
   std::int64_t n_total() const {
     std::int64_t t = 0;
     for (auto x : n) t += x;
@@ -35,6 +50,7 @@ struct Scenario {
 // Limits that keep a scenario physical and the simulation bounded.
 constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 constexpr int kMaxGpus = 64;
+constexpr int kMaxLayers = 1000;
 
 // `base_dir`: where relative hardware paths are looked up after the working directory.
 Scenario parse_scenario(const Json& j, const std::string& base_dir);

@@ -1,0 +1,30 @@
+#pragma once
+// Flash attention (FA2/FA3-style) on one rank's heads: blocks are 128-row query
+// tiles per (sequence, head); each block's time comes from its share of the
+// FLOPs at the measured fraction of tensor peak, or its share of the bytes.
+#include <cstdint>
+
+#include "tpsim/core/tick.hpp"
+#include "tpsim/hw/hardware_spec.hpp"
+
+namespace tpsim {
+
+struct AttentionOp;
+
+struct AttentionPlan {
+  Dtype dtype = Dtype::bf16;
+  std::int64_t blocks = 0;
+  double flops_per_block = 0;
+  double bytes_per_block = 0;
+  double efficiency = 0;
+};
+
+// Matmul FLOPs: forward 4 x tokens x seq x head_dim x heads (half when causal);
+// backward 2.5x forward (five matmuls instead of two).
+double attention_flops(const AttentionOp& a);
+// Q, K, V, O (+ dO, dQ, dK, dV backward) read or written once.
+double attention_bytes(const AttentionOp& a);
+AttentionPlan plan_attention(const AttentionOp& a, const HardwareSpec& hw);
+Tick attention_block_time(const AttentionPlan& plan, const HardwareSpec& hw, int memory_blocks, double hbm_bytes_per_ps);
+
+}  // namespace tpsim

@@ -1,0 +1,38 @@
+#include "tpsim/cost/attention_cost.hpp"
+
+#include <algorithm>
+
+#include "tpsim/dag/op.hpp"
+
+namespace tpsim {
+
+double attention_flops(const AttentionOp& a) {
+  const double fwd = 4.0 * static_cast<double>(a.tokens) * static_cast<double>(a.seq_len) * static_cast<double>(a.head_dim) *
+                     static_cast<double>(a.heads) * (a.causal ? 0.5 : 1.0);
+  return a.backward ? 2.5 * fwd : fwd;
+}
+
+double attention_bytes(const AttentionOp& a) {
+  const double per_token = static_cast<double>(a.head_dim) * dtype_bytes(a.dtype);
+  const double q = static_cast<double>(a.tokens) * a.heads * per_token, kv = static_cast<double>(a.tokens) * a.kv_heads * per_token;
+  // forward: read Q, K, V, write O. backward: read Q, K, V, O, dO; write dQ, dK, dV.
+  return a.backward ? 4 * q + 4 * kv : 2 * q + 2 * kv;
+}
+
+AttentionPlan plan_attention(const AttentionOp& a, const HardwareSpec& hw) {
+  AttentionPlan p;
+  p.dtype = a.dtype;
+  p.blocks = std::max<std::int64_t>(1, (a.tokens + hw.attention.block_rows - 1) / hw.attention.block_rows * a.heads);
+  p.flops_per_block = attention_flops(a) / static_cast<double>(p.blocks);
+  p.bytes_per_block = attention_bytes(a) / static_cast<double>(p.blocks);
+  p.efficiency = a.backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
+  return p;
+}
+
+Tick attention_block_time(const AttentionPlan& plan, const HardwareSpec& hw, int memory_blocks, double hbm_bytes_per_ps) {
+  const Tick compute = duration_for(plan.flops_per_block, hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.efficiency);
+  const double share = std::min(hw.memory.sm_max_bytes_per_ps, hbm_bytes_per_ps / std::max(1, memory_blocks));
+  return hw.gemm.block_prologue + std::max(compute, duration_for(plan.bytes_per_block, share));
+}
+
+}  // namespace tpsim

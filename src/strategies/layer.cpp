@@ -1,0 +1,115 @@
+// A Llama decoder layer under tensor + sequence parallelism on G ranks, T tokens:
+//   forward:  RMSNorm [T/G,H] -> all-gather -> Q,K,V -> causal flash attention ->
+//             out proj -> reduce-scatter -> residual -> RMSNorm -> all-gather ->
+//             w1, w3 -> SiLU*mul -> w2 -> reduce-scatter -> residual
+//   backward: the transpose. A column-parallel linear (QKV, w1/w3) reduce-scatters
+//             its input gradient and all-gathers its input again for the weight
+//             gradient; a row-parallel one (out proj, w2) all-gathers the output
+//             gradient, which feeds both its input- and weight-gradient GEMMs.
+#include <fmt/format.h>
+
+#include "layer.hpp"
+
+namespace tpsim::strategy {
+
+namespace {
+
+struct LayerShape {
+  std::int64_t t, tr, h, f, hq, hkv, hd, s;  // tokens, per rank, hidden, ffn/G, q heads/G, kv heads/G, head dim, seq
+  double e;
+};
+
+class LayerBuilder {
+ public:
+  LayerBuilder(Dag& dag, const Scenario& sc, const VariantBuilders& v, std::string prefix)
+      : dag_(dag), sc_(sc), v_(v), prefix_(std::move(prefix)) {
+    const auto& w = sc.workload;
+    const std::int64_t g = sc.gpus;
+    sh_ = {w.tokens, w.tokens / g, w.model.hidden, w.model.ffn_hidden / g, w.model.heads / g,
+           std::max<std::int64_t>(1, w.model.kv_heads / g), w.model.head_dim, w.seq_len, double(dtype_bytes(sc.dtype))};
+  }
+
+  void attention_forward() {
+    const auto& x = sh_;
+    const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
+    local("attention.norm", x.tr * x.h, x.tr * x.h);
+    gather("attention.qkv", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{x.t, kv, x.h}, {x.tr, kv, x.h}}, {{x.t, kv, x.h}, {x.tr, kv, x.h}}});
+    attention(false);
+    scatter("attention.out", x.tr * x.h, {{{x.t, x.h, q}, {x.tr, x.h, q}}});
+    local("attention.residual", 2 * x.tr * x.h, x.tr * x.h);
+  }
+
+  void ffn_forward() {
+    const auto& x = sh_;
+    local("ffn.norm", x.tr * x.h, x.tr * x.h);
+    gather("ffn.w13", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.t, x.f, x.h}, {x.tr, x.f, x.h}}});
+    local("ffn.silu_mul", 2 * x.t * x.f, x.t * x.f);
+    scatter("ffn.w2", x.tr * x.h, {{{x.t, x.h, x.f}, {x.tr, x.h, x.f}}});
+    local("ffn.residual", 2 * x.tr * x.h, x.tr * x.h);
+  }
+
+  void ffn_backward() {
+    const auto& x = sh_;
+    gather("ffn.w2.backward", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.f, x.h, x.t}, {x.f, x.h, x.tr}}});
+    local("ffn.silu_mul.backward", 3 * x.t * x.f, 2 * x.t * x.f);
+    scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}});
+    gather("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
+    local("ffn.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
+  }
+
+  void attention_backward() {
+    const auto& x = sh_;
+    const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
+    gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}});
+    attention(true);
+    scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}});
+    gather("attention.qkv.backward_weight", x.tr * x.h,
+           {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}});
+    local("attention.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
+  }
+
+ private:
+  void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms) {
+    v_.gather(dag_, Region{prefix_ + name, sc_.gpus, sc_.dtype, shard_elems * sh_.e, std::move(gemms)});
+  }
+  void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms) {
+    v_.scatter(dag_, Region{prefix_ + name, sc_.gpus, sc_.dtype, chunk_elems * sh_.e, std::move(gemms)});
+  }
+  void local(const std::string& name, std::int64_t read_elems, std::int64_t write_elems) {
+    for (int r = 0; r < sc_.gpus; ++r)
+      dag_.add(r, kCompute, prefix_ + name, ElementwiseOp{read_elems * sh_.e, write_elems * sh_.e});
+  }
+  void attention(bool backward) {
+    const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype};
+    for (int r = 0; r < sc_.gpus; ++r) dag_.add(r, kCompute, prefix_ + (backward ? "attention.core.backward" : "attention.core"), a);
+  }
+
+  Dag& dag_;
+  const Scenario& sc_;
+  VariantBuilders v_;
+  std::string prefix_;
+  LayerShape sh_{};
+};
+
+}  // namespace
+
+void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant) {
+  const auto& w = s.workload;
+  const bool attn = w.op != "ffn", ffn = w.op != "attention";
+  const bool fwd = w.pass != Pass::backward, bwd = w.pass != Pass::forward;
+  const auto prefix = [&](int l) { return w.layers > 1 ? fmt::format("layer{}.", l) : std::string(); };
+  if (fwd)
+    for (int l = 0; l < w.layers; ++l) {
+      LayerBuilder b(dag, s, variant, prefix(l));
+      if (attn) b.attention_forward();
+      if (ffn) b.ffn_forward();
+    }
+  if (bwd)
+    for (int l = w.layers - 1; l >= 0; --l) {
+      LayerBuilder b(dag, s, variant, prefix(l));
+      if (ffn) b.ffn_backward();
+      if (attn) b.attention_backward();
+    }
+}
+
+}  // namespace tpsim::strategy

@@ -1,0 +1,66 @@
+#pragma once
+// Internal to strategies/: a TP region is where a collective meets GEMMs.
+//  - A gather region all-gathers one sharded tensor (each rank holds `shard_bytes`)
+//    and feeds it to one or more GEMMs (Q, K and V; or a weight gradient).
+//  - A scatter region computes partial outputs with GEMMs and reduce-scatters
+//    them by rows (each rank ends with `chunk_bytes`).
+// Every GEMM is given twice: whole (what the baseline runs after / before the
+// collective) and per shard (what a decomposition runs on one rank's piece).
+// A variant is a pair of builders that append a region's ops for every rank,
+// leaving each rank's work joined back on the compute stream.
+#include <string>
+#include <vector>
+
+#include "tpsim/dag/dag.hpp"
+
+namespace tpsim::strategy {
+
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+};
+
+struct RegionGemm {
+  GemmShape whole;
+  GemmShape shard;
+};
+
+struct Region {
+  std::string name;   // e.g. "attention.qkv"
+  int ranks = 0;
+  Dtype dtype = Dtype::bf16;
+  double bytes = 0;   // gather: one rank's shard of the input; scatter: one rank's chunk of the output
+  std::vector<RegionGemm> gemms;
+};
+
+using RegionBuilder = void (*)(Dag&, const Region&);
+
+struct VariantBuilders {
+  RegionBuilder gather;
+  RegionBuilder scatter;  // nullptr: the variant has no reduce-scatter form
+};
+
+// The compute and communication streams every builder uses.
+constexpr int kCompute = 0;
+constexpr int kComm = 1;
+
+inline int wrap(int r, int g) { return ((r % g) + g) % g; }
+
+// Appends the region's GEMMs (whole or per-shard) on one rank and stream.
+void add_gemms(Dag& dag, const Region& region, int rank, int stream, bool whole, const std::string& label);
+
+// Builders per variant (baseline.cpp, async_tp.cpp, nccl_p2p.cpp, ring.cpp, fused.cpp).
+void gather_baseline(Dag& dag, const Region& r);
+void scatter_baseline(Dag& dag, const Region& r);
+void gather_async_tp(Dag& dag, const Region& r);
+void scatter_async_tp(Dag& dag, const Region& r);
+void gather_async_tp_single_stream(Dag& dag, const Region& r);
+void scatter_async_tp_single_stream(Dag& dag, const Region& r);
+void gather_async_tp_nccl(Dag& dag, const Region& r);
+void scatter_async_tp_nccl(Dag& dag, const Region& r);
+void gather_ring(Dag& dag, const Region& r);
+void scatter_ring(Dag& dag, const Region& r);
+void gather_ring_bidirectional(Dag& dag, const Region& r);
+void scatter_ring_bidirectional(Dag& dag, const Region& r);
+void gather_fused(Dag& dag, const Region& r);
+
+}  // namespace tpsim::strategy
