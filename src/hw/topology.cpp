@@ -9,7 +9,7 @@
 namespace tpsim {
 
 Topology::Topology(const FabricSpec& spec, int gpus)
-    : gpus_(gpus), routes_(static_cast<std::size_t>(gpus) * static_cast<std::size_t>(gpus)) {
+    : gpus_(gpus), per_node_(spec.topology == "multi_node" ? spec.gpus_per_node : gpus), routes_(static_cast<std::size_t>(gpus) * static_cast<std::size_t>(gpus)) {
   if (spec.topology == "switch") build_switch(spec);
   else if (spec.topology == "pairs") build_pairs(spec);
   else if (spec.topology == "ring") build_ring(spec);

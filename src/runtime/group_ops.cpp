@@ -21,13 +21,24 @@ void Machine::move_all(std::vector<std::pair<std::pair<int, int>, double>> trans
 }
 
 // Every rank sends (n-1)/n of the buffer to its ring successor, pipelined over
-// the channels; the kernels finish together when the last chunk lands.
+// the channels; the kernels finish together when the last chunk lands. Between
+// nodes NCCL runs one ring per rail, so a node-crossing hop's bytes are spread
+// over every GPU's NIC (GPU j of one node to GPU j of the next).
 void Machine::run_ring(const std::vector<OpId>& members, const RingPlan& plan) {
   sim_.schedule_after(plan.latency, [this, members, plan] {
     std::vector<std::pair<std::pair<int, int>, double>> transfers;
     const std::size_t n = members.size();
-    for (std::size_t i = 0; i < n && n > 1; ++i)
-      transfers.push_back({{dag_.op(members[i]).rank, dag_.op(members[(i + 1) % n]).rank}, plan.bytes_per_rank});
+    const Topology& topo = fabric_.topology();
+    const int per = topo.gpus_per_node();
+    for (std::size_t i = 0; i < n && n > 1; ++i) {
+      const int src = dag_.op(members[i]).rank, dst = dag_.op(members[(i + 1) % n]).rank;
+      if (topo.node_of(src) == topo.node_of(dst)) {
+        transfers.push_back({{src, dst}, plan.bytes_per_rank});
+        continue;
+      }
+      for (int j = 0; j < per; ++j)
+        transfers.push_back({{topo.node_of(src) * per + j, topo.node_of(dst) * per + j}, plan.bytes_per_rank / per});
+    }
     move_all(std::move(transfers), plan.protocol->bandwidth_efficiency, [this, members] { release_all(members); });
   });
 }

@@ -134,11 +134,16 @@ void Machine::fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req
   };
 }
 
-// NCCL's ring visits the ranks in order; its narrowest hop sets the pace.
+// NCCL's ring visits the ranks in order; its narrowest hop sets the pace (a hop
+// between nodes has every rail's NIC).
 double Machine::ring_link_capacity() const {
+  const Topology& topo = fabric_.topology();
   double c = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < dag_.ranks() && dag_.ranks() > 1; ++r)
-    c = std::min(c, fabric_.topology().route_capacity(r, (r + 1) % dag_.ranks()));
+  for (int r = 0; r < dag_.ranks() && dag_.ranks() > 1; ++r) {
+    const int next = (r + 1) % dag_.ranks();
+    const double rails = topo.node_of(r) == topo.node_of(next) ? 1.0 : topo.gpus_per_node();
+    c = std::min(c, rails * topo.route_capacity(r, next));
+  }
   return c;
 }
 

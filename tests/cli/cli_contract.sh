@@ -47,5 +47,14 @@ if cmp -s "$work/a.json" "$work/b.json" && cmp -s "$work/a.trace.json" "$work/b.
 "$tpsim" run "$root/scenarios/quickstart.json" > "$work/table"
 if grep -q "async_tp" "$work/table" && grep -q "speedup" "$work/table"; then echo "ok table"; else echo "FAIL table"; fails=$((fails+1)); fi
 
+# Every shipped scenario runs; hardware list and show work.
+for f in "$root"/scenarios/*.json; do
+  if "$tpsim" run "$f" > /dev/null 2> "$work/err"; then :; else echo "FAIL scenario $f"; cat "$work/err"; fails=$((fails+1)); fi
+done
+echo "ok shipped scenarios"
+if "$tpsim" hardware list | grep -q h100_sxm && "$tpsim" hardware show h200 | grep -q "memory.hbm_bandwidth"; then echo "ok hardware list/show"; else echo "FAIL hardware list/show"; fails=$((fails+1)); fi
+"$tpsim" hardware show h100_smx > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 2 ] && grep -q 'did you mean "h100_sxm"' "$work/err"; then echo "ok hardware show typo"; else echo "FAIL hardware show typo: exit $rc"; fails=$((fails+1)); fi
+
 echo "cli contract: $fails failed"
 [ "$fails" = 0 ]

@@ -61,8 +61,12 @@ TEST_CASE("A GPU without fp8 math rejects an fp8 scenario", "[hardware]") {
                     Catch::Matchers::Contains("$.dtype: hardware a100_sxm has no fp8 math"));
 }
 
-TEST_CASE("Across two nodes the ring crosses the NICs and the all-gather slows down", "[hardware]") {
-  const auto one = on("h100_sxm", R"("baseline")", 16384, 8192, 3584, "bf16", 16);
-  const auto two = on("h100_sxm_2node", R"("baseline")", 16384, 8192, 3584, "bf16", 16);
-  CHECK(makespan_us(two, "baseline") > 2 * makespan_us(one, "baseline"));
+TEST_CASE("Across two nodes NCCL's rails keep the ring near NVLink speed; one NIC per hop does not", "[hardware]") {
+  const auto one = on("h100_sxm", R"("baseline", "ring")", 16384, 8192, 3584, "bf16", 16);
+  const auto two = on("h100_sxm_2node", R"("baseline", "ring")", 16384, 8192, 3584, "bf16", 16);
+  // NCCL spreads the node-crossing hop over all 8 NICs (8 x 46 GB/s ~ one NVLink port).
+  CHECK(makespan_us(two, "baseline") < 1.3 * makespan_us(one, "baseline"));
+  CHECK(makespan_us(two, "baseline") > makespan_us(one, "baseline"));
+  // A JAX ppermute ring sends each hop through one GPU's NIC.
+  CHECK(makespan_us(two, "ring") > 2 * makespan_us(one, "ring"));
 }

@@ -31,6 +31,10 @@ class Topology {
   const Route& route(int src, int dst) const { return routes_[static_cast<std::size_t>(src * gpus_ + dst)]; }
   // The narrowest resource on the route: what one transfer alone can reach.
   double route_capacity(int src, int dst) const;
+  // Nodes: GPUs [n * gpus_per_node, (n+1) * gpus_per_node) share NVSwitch. One node
+  // unless the topology is multi_node.
+  int gpus_per_node() const { return per_node_; }
+  int node_of(int gpu) const { return gpu / per_node_; }
   // Sum of the distinct first-hop resources leaving `gpu`: all it can send at once.
   double egress_capacity(int gpu) const;
 
@@ -42,6 +46,7 @@ class Topology {
   void build_multi_node(const FabricSpec& spec);
 
   int gpus_;
+  int per_node_;
   std::vector<double> capacity_;
   std::vector<std::string> names_;
   std::vector<Route> routes_;
