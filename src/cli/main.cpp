@@ -1,5 +1,7 @@
 // tpsim command line. Exit codes: 0 ok, 2 bad input, 1 internal error.
 #include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
 #include <fstream>
 #include <iostream>
 
@@ -11,6 +13,7 @@
 #include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/result_writers.hpp"
+#include "tpsim/sweep/sweep_runner.hpp"
 
 namespace {
 
@@ -35,6 +38,24 @@ int run_command(const std::string& scenario_file, const std::string& trace_file,
   return 0;
 }
 
+int sweep_command(const std::string& file, const std::string& shard, tpsim::SweepOptions opts) {
+  if (!shard.empty()) {
+    char slash = 0;
+    int used = 0;
+    if (std::sscanf(shard.c_str(), "%d%c%d%n", &opts.shard_index, &slash, &opts.shard_count, &used) != 3 || slash != '/' ||
+        used != static_cast<int>(shard.size()) || opts.shard_count < 1 || opts.shard_index < 0 || opts.shard_index >= opts.shard_count)
+      throw tpsim::InputError(fmt::format("--shard: \"{}\" is not I/N with 0 <= I < N", shard));
+  }
+  opts.progress = isatty(STDERR_FILENO) != 0;
+  if (const char* k = std::getenv("TPSIM_SWEEP_KILL_AFTER")) opts.kill_after = std::atoll(k);
+  const tpsim::SweepSpec spec = tpsim::load_sweep_file(file);
+  const auto summary = tpsim::run_sweep(spec, opts, std::cerr);
+  std::cout << fmt::format("{}: {} points ({} already done, {} simulated)\n", opts.output, summary.points, summary.resumed,
+                           summary.simulated);
+  if (!opts.markdown.empty()) std::cout << fmt::format("{}: Markdown table\n", opts.markdown);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,6 +72,20 @@ int main(int argc, char** argv) {
   std::string hw_name;
   auto* hw_show = hardware->add_subcommand("show", "every parameter of a model, with unit and source");
   hw_show->add_option("name", hw_name, "model name (file stem in models/) or path to a hardware JSON")->required();
+  tpsim::SweepOptions sweep_opts;
+  std::string sweep_file, shard;
+  auto* sweep = app.add_subcommand("sweep", "simulate a sweep of scenarios in parallel; resumable");
+  sweep->add_option("sweep", sweep_file, "sweep JSON file")->required();
+  sweep->add_option("-o,--output", sweep_opts.output, "CSV of results (default results.csv)");
+  sweep->add_option("--markdown", sweep_opts.markdown, "also write a Markdown table of speedups");
+  sweep->add_option("--jobs", sweep_opts.jobs, "threads (default: every core)")->check(CLI::NonNegativeNumber);
+  sweep->add_option("--shard", shard, "I/N: run the I-th of N deterministic slices of the points (0-based)");
+  std::vector<std::string> merge_inputs;
+  std::string merge_output, merge_markdown;
+  auto* merge = app.add_subcommand("merge", "join the CSVs of a sweep's shards into one");
+  merge->add_option("inputs", merge_inputs, "shard CSV files")->required();
+  merge->add_option("-o,--output", merge_output, "merged CSV")->required();
+  merge->add_option("--markdown", merge_markdown, "also write a Markdown table of speedups");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -59,6 +94,12 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run) return run_command(scenario, trace, json);
+    if (*sweep) return sweep_command(sweep_file, shard, sweep_opts);
+    if (*merge) {
+      tpsim::merge_sweep_csvs(merge_inputs, merge_output);
+      if (!merge_markdown.empty()) tpsim::write_markdown_from_csv(merge_output, merge_markdown);
+      return 0;
+    }
     if (*hw_list) std::cout << tpsim::hardware_list();
     if (*hw_show) std::cout << tpsim::hardware_show(hw_name);
   } catch (const tpsim::InputError& e) {

@@ -115,7 +115,18 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
 
 }  // namespace
 
-Scenario parse_scenario(const Json& j, const std::string& base_dir) {
+HardwareSpec HardwareCache::get(const std::string& ref, const std::string& base_dir) {
+  const auto key = std::make_pair(ref, base_dir);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
+  }
+  HardwareSpec hw = resolve_hardware(ref, "$.hardware", base_dir);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return loaded_.emplace(key, std::move(hw)).first->second;
+}
+
+Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCache* cache) {
   const ObjectReader root(j, "$", {"name", "hardware", "gpus", "dtype", "workload", "variants"});
   Scenario s;
   s.name = root.optional_string("name").value_or("");
@@ -148,7 +159,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir) {
     s.variants = variants_for(s.workload.op);
   }
   s.hardware_ref = root.string("hardware");
-  s.hardware = resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
+  s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (s.hardware.peak_flops_per_ps[static_cast<int>(s.dtype)] <= 0)
     fail_at("$.dtype", fmt::format("hardware {} has no {} math (its compute.peak_dense lacks it)", s.hardware.name, dtype));
   return s;

@@ -2,6 +2,8 @@
 // A scenario: which hardware, how many ranks, which dtype, which workload, and
 // which variants (strategies) to simulate. See README for the format.
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,8 +54,19 @@ constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 constexpr int kMaxGpus = 64;
 constexpr int kMaxLayers = 1000;
 
+// Hardware already loaded, by reference as written (sweeps parse many scenarios
+// naming the same few files). Safe to share between threads.
+class HardwareCache {
+ public:
+  HardwareSpec get(const std::string& ref, const std::string& base_dir);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, HardwareSpec> loaded_;
+};
+
 // `base_dir`: where relative hardware paths are looked up after the working directory.
-Scenario parse_scenario(const Json& j, const std::string& base_dir);
+Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCache* cache = nullptr);
 Scenario load_scenario_file(const std::string& file);
 
 }  // namespace tpsim

@@ -1,0 +1,218 @@
+#include "tpsim/sweep/sweep_runner.hpp"
+
+#include <csignal>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tpsim/app/run_scenario.hpp"
+#include "tpsim/sweep/sweep_table.hpp"
+
+namespace tpsim {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string describe_point(const SweepSpec& spec, std::int64_t point) {
+  std::vector<std::string> parts;
+  const auto values = spec.values_of(point);
+  for (std::size_t i = 0; i < spec.axes.size(); ++i) parts.push_back(spec.axes[i].field + "=" + value_text(values[i]));
+  return fmt::format("point {} ({})", point, fmt::join(parts, ", "));
+}
+
+std::string progress_tag(const SweepSpec& spec, const SweepOptions& o) {
+  return fmt::format("tpsim sweep {} shard {}/{}\n", spec.fingerprint, o.shard_index, o.shard_count);
+}
+
+// How many of the shard's points the CSV already holds whole, and the byte
+// length of that prefix. Rows of one point are contiguous; the last point may
+// be cut short by a kill, so a point counts only once the next one starts or,
+// for the last, once it has all its rows.
+std::pair<std::int64_t, std::uintmax_t> completed_prefix(const std::string& file, const std::string& header,
+                                                          const std::vector<std::int64_t>& points, std::size_t rows_per_point) {
+  std::ifstream in(file, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.compare(0, header.size(), header) != 0)
+    throw InputError(fmt::format("{}: its header is not this sweep's; remove it or choose another -o", file));
+  std::size_t pos = header.size(), good_end = pos;
+  std::int64_t done = 0;
+  std::size_t rows = 0;
+  while (pos < text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) break;  // a torn last line
+    const std::string line = text.substr(pos, nl - pos);
+    const std::int64_t point = std::strtoll(line.c_str(), nullptr, 10);
+    if (done >= static_cast<std::int64_t>(points.size()) || point != points[static_cast<std::size_t>(done)]) break;
+    pos = nl + 1;
+    if (++rows == rows_per_point) rows = 0, ++done, good_end = pos;
+  }
+  return {done, good_end};
+}
+
+class ProgressBar {
+ public:
+  ProgressBar(std::ostream& out, bool enabled, std::int64_t total)
+      : out_(out), enabled_(enabled), total_(total), start_(std::chrono::steady_clock::now()) {}
+  void update(std::int64_t done, std::int64_t resumed) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (done < total_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double rate = secs > 0 ? static_cast<double>(done - resumed) / secs : 0;
+    const double left = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
+    const int width = 30, filled = total_ ? static_cast<int>(width * done / total_) : width;
+    out_ << fmt::format("\r[{}{}] {}/{} points, {:.0f}/s, {:.0f} s left ", std::string(filled, '#'),
+                        std::string(width - filled, '.'), done, total_, rate, left)
+         << (done == total_ ? "\n" : "") << std::flush;
+  }
+
+ private:
+  std::ostream& out_;
+  bool enabled_;
+  std::int64_t total_;
+  std::chrono::steady_clock::time_point start_, last_{};
+};
+
+}  // namespace
+
+SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostream& progress_out) {
+  SweepSummary summary;
+  std::vector<std::int64_t> points;
+  for (std::int64_t p = o.shard_index; p < spec.points(); p += o.shard_count) points.push_back(p);
+  summary.points = static_cast<std::int64_t>(points.size());
+
+  // Every point must make a valid scenario before anything runs or is written.
+  HardwareCache cache;
+  std::size_t rows_per_point = 0;
+  for (std::int64_t p : points) {
+    try {
+      const Scenario s = parse_scenario(spec.scenario_of(p), spec.base_dir, &cache);
+      if (rows_per_point == 0) rows_per_point = s.variants.size();
+      if (s.variants.size() != rows_per_point)
+        throw InputError("its variant list differs in length from the first point's; sweep variants as lists of one length");
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", describe_point(spec, p), e.what()));
+    }
+  }
+
+  const std::string header = sweep_csv_header(spec);
+  const std::string progress_file = o.output + ".progress";
+  std::int64_t done = 0;
+  if (fs::exists(o.output)) {
+    std::ifstream tag_in(progress_file);
+    std::string tag((std::istreambuf_iterator<char>(tag_in)), std::istreambuf_iterator<char>());
+    const auto [prefix, bytes] = completed_prefix(o.output, header, points, rows_per_point);
+    if (!fs::exists(progress_file) && prefix != summary.points)
+      throw InputError(fmt::format("{}: exists and is not an unfinished run of this sweep; remove it or choose another -o", o.output));
+    if (fs::exists(progress_file) && tag != progress_tag(spec, o))
+      throw InputError(fmt::format("{}: belongs to another sweep or shard ({}); remove both to start again", progress_file, o.output));
+    fs::resize_file(o.output, bytes);
+    done = prefix;
+  } else {
+    std::ofstream(o.output, std::ios::binary) << header;
+  }
+  std::ofstream(progress_file, std::ios::binary) << progress_tag(spec, o);
+  summary.resumed = done;
+
+  std::ofstream out(o.output, std::ios::binary | std::ios::app);
+  std::mutex mutex;
+  std::condition_variable room;
+  std::map<std::size_t, std::string> ready;  // finished out of order, waiting for earlier points
+  std::size_t next = static_cast<std::size_t>(done), flushed = next;
+  const unsigned jobs = o.jobs > 0 ? static_cast<unsigned>(o.jobs) : std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t window = 64 * jobs;  // bounds memory: workers never run far ahead of the file
+  std::exception_ptr failure;
+  ProgressBar bar(progress_out, o.progress, summary.points);
+  std::int64_t written_this_run = 0;
+
+  auto worker = [&] {
+    while (true) {
+      std::size_t i;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        room.wait(lock, [&] { return failure || next >= points.size() || next < flushed + window; });
+        if (failure || next >= points.size()) return;
+        i = next++;
+      }
+      std::string rows;
+      try {
+        const RunResult r = run_scenario(parse_scenario(spec.scenario_of(points[i]), spec.base_dir, &cache));
+        rows = sweep_csv_rows(spec, points[i], r);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failure = std::current_exception();
+        room.notify_all();
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      ready.emplace(i, std::move(rows));
+      while (!ready.empty() && ready.begin()->first == flushed) {
+        out << ready.begin()->second << std::flush;
+        ready.erase(ready.begin());
+        ++flushed;
+        ++written_this_run;
+        if (o.kill_after > 0 && written_this_run >= o.kill_after) std::raise(SIGKILL);
+      }
+      bar.update(static_cast<std::int64_t>(flushed), summary.resumed);
+      room.notify_all();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < jobs; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+  out.close();
+  summary.simulated = static_cast<std::int64_t>(flushed) - summary.resumed;
+  fs::remove(progress_file);
+  if (!o.markdown.empty()) write_markdown_from_csv(o.output, o.markdown);
+  return summary;
+}
+
+void write_markdown_from_csv(const std::string& csv, const std::string& markdown) {
+  std::ifstream in(csv, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", csv));
+  std::ofstream out(markdown, std::ios::binary);
+  if (!out) throw InputError(fmt::format("{}: cannot write file", markdown));
+  out << sweep_markdown(in);
+}
+
+void merge_sweep_csvs(const std::vector<std::string>& inputs, const std::string& output) {
+  std::string header;
+  std::map<std::int64_t, std::string> rows;  // point -> its lines
+  for (const auto& file : inputs) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw InputError(fmt::format("{}: cannot open file", file));
+    if (fs::exists(file + ".progress")) throw InputError(fmt::format("{}: this shard is unfinished (rerun it first)", file));
+    std::string line, h;
+    std::getline(in, h);
+    if (header.empty()) header = h;
+    if (h != header) throw InputError(fmt::format("{}: its columns differ from {}'s: not a shard of the same sweep", file, inputs.front()));
+    std::map<std::int64_t, std::string> mine;
+    while (std::getline(in, line)) {
+      char* end = nullptr;
+      const std::int64_t p = std::strtoll(line.c_str(), &end, 10);
+      if (end == line.c_str() || *end != ',') throw InputError(fmt::format("{}: malformed row \"{}\"", file, line));
+      mine[p] += line + "\n";
+    }
+    for (auto& [p, text] : mine) {
+      auto [it, fresh] = rows.emplace(p, text);
+      if (!fresh && it->second != text) throw InputError(fmt::format("{}: point {} differs from another shard's", file, p));
+    }
+  }
+  std::ofstream out(output, std::ios::binary);
+  if (!out) throw InputError(fmt::format("{}: cannot write file", output));
+  out << header << "\n";
+  for (const auto& [p, text] : rows) out << text;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,172 @@
+#include "tpsim/sweep/sweep_spec.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+// Values of a {"from", "to", "mul" | "step"} range, refusing before it grows past the limit.
+std::vector<Json> expand_range(const OrderedJson& r, const std::string& path) {
+  const Json plain = Json::parse(r.dump());
+  const bool mul = plain.contains("mul");
+  const ObjectReader o(plain, path, {"from", "to", mul ? "mul" : "step"});
+  if (!o.has("mul") && !o.has("step")) fail_at(path, "a range needs \"mul\" or \"step\"");
+  const std::int64_t from = o.positive_int("from"), to = o.positive_int("to");
+  if (from > to) fail_at(path, fmt::format("empty range: from {} is past to {}", from, to));
+  std::vector<Json> values;
+  if (mul) {
+    const std::int64_t f = o.positive_int("mul");
+    if (f < 2) fail_at(o.child_path("mul"), "must be at least 2");
+    for (std::int64_t v = from; v <= to; v = v > to / f ? to + 1 : v * f) values.push_back(v);
+  } else {
+    const std::int64_t step = o.positive_int("step");
+    const std::int64_t count = (to - from) / step + 1;
+    if (count > kMaxSweepPoints)
+      fail_at(path, fmt::format("{} values: more than the {} points a sweep may have", count, kMaxSweepPoints));
+    for (std::int64_t v = from; v <= to; v += step) values.push_back(v);
+  }
+  return values;
+}
+
+// Sets a dotted path in a scenario document, creating objects on the way.
+void set_field(Json& doc, const std::string& field, const Json& value) {
+  Json* cur = &doc;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = field.find('.', start);
+    const std::string key = field.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) {
+      (*cur)[key] = value;
+      return;
+    }
+    if (!cur->contains(key) || !(*cur)[key].is_object()) (*cur)[key] = Json::object();
+    cur = &(*cur)[key];
+    start = dot + 1;
+  }
+}
+
+std::string fnv1a(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace
+
+std::vector<std::string> sweepable_fields() {
+  return {"name", "hardware", "gpus", "dtype", "variants", "workload.op", "workload.m", "workload.k", "workload.n",
+          "workload.model", "workload.tokens", "workload.seq_len", "workload.pass", "workload.layers",
+          "workload.model.hidden", "workload.model.ffn_hidden", "workload.model.heads", "workload.model.kv_heads",
+          "workload.model.head_dim"};
+}
+
+std::int64_t SweepSpec::points() const {
+  std::int64_t n = 1;
+  for (const auto& a : axes) n *= static_cast<std::int64_t>(a.values.size());
+  return n;
+}
+
+std::vector<Json> SweepSpec::values_of(std::int64_t point) const {
+  std::vector<Json> out(axes.size());
+  for (std::size_t i = axes.size(); i-- > 0;) {
+    const auto n = static_cast<std::int64_t>(axes[i].values.size());
+    out[i] = axes[i].values[static_cast<std::size_t>(point % n)];
+    point /= n;
+  }
+  return out;
+}
+
+Json SweepSpec::scenario_of(std::int64_t point) const {
+  Json doc = base;
+  const auto values = values_of(point);
+  for (std::size_t i = 0; i < axes.size(); ++i) set_field(doc, axes[i].field, values[i]);
+  return doc;
+}
+
+SweepSpec parse_sweep(const std::string& text, const std::string& dir) {
+  OrderedJson doc;
+  try {
+    doc = OrderedJson::parse(text);
+  } catch (const OrderedJson::parse_error& e) {
+    const std::string what = e.what();
+    const auto pos = what.find("] ");
+    throw InputError(fmt::format("malformed JSON: {}", pos == std::string::npos ? what : what.substr(pos + 2)));
+  }
+  const Json plain = Json::parse(doc.dump());
+  const ObjectReader root(plain, "$", {"base", "axes"});
+  SweepSpec spec;
+  spec.base_dir = dir;
+  const Json& base = root.at("base");
+  if (base.is_string()) {
+    std::filesystem::path p(base.get<std::string>());
+    if (p.is_relative() && !std::filesystem::exists(p)) p = std::filesystem::path(dir) / p;
+    if (!std::filesystem::exists(p)) fail_at("$.base", fmt::format("scenario file \"{}\" not found", base.get<std::string>()));
+    spec.base = read_json_file(p.string());
+    spec.base_dir = p.parent_path().string();
+  } else if (base.is_object()) {
+    spec.base = base;
+  } else {
+    fail_at("$.base", "must be a scenario object or the path of a scenario file");
+  }
+  if (!doc.contains("axes") || !doc["axes"].is_object() || doc["axes"].empty())
+    fail_at("$.axes", "must be an object with at least one axis");
+  const auto fields = sweepable_fields();
+  double total = 1;
+  for (const auto& [field, def] : doc["axes"].items()) {
+    const std::string path = fmt::format("$.axes[\"{}\"]", field);
+    if (std::find(fields.begin(), fields.end(), field) == fields.end()) {
+      std::string msg = fmt::format("unknown scenario field \"{}\"", field);
+      if (auto s = closest_match(field, fields)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+      fail_at(path, msg);
+    }
+    SweepAxis axis{field, {}};
+    if (def.is_array()) {
+      if (def.empty()) fail_at(path, "empty list of values");
+      for (const auto& v : def) axis.values.push_back(Json::parse(v.dump()));
+    } else if (def.is_object()) {
+      axis.values = expand_range(def, path);
+    } else {
+      fail_at(path, "must be a list of values or a range {\"from\", \"to\", \"mul\" | \"step\"}");
+    }
+    total *= static_cast<double>(axis.values.size());
+    if (total > static_cast<double>(kMaxSweepPoints))
+      fail_at(path, fmt::format("the sweep would have more than {} points", kMaxSweepPoints));
+    spec.axes.push_back(std::move(axis));
+  }
+  Json identity{{"base", spec.base}, {"axes", Json::array()}};
+  for (const auto& a : spec.axes) identity["axes"].push_back({a.field, a.values});
+  spec.fingerprint = fnv1a(identity.dump());
+  return spec;
+}
+
+SweepSpec load_sweep_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", file));
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return parse_sweep(text.str(), std::filesystem::path(file).parent_path().string());
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", file, e.what()));
+  }
+}
+
+std::string value_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : "+") + value_text(x);
+    return out;
+  }
+  return v.dump();
+}
+
+}  // namespace tpsim

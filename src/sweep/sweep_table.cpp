@@ -1,0 +1,116 @@
+#include "tpsim/sweep/sweep_table.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+constexpr const char* kMetricColumns = "variant,makespan_us,speedup_vs_baseline,exposed_comm_us,sm_utilization,link_utilization,best_variant";
+
+}  // namespace
+
+std::string sweep_csv_header(const SweepSpec& spec) {
+  std::string h = "point";
+  for (const auto& a : spec.axes) h += "," + csv_field(a.field);
+  return h + "," + kMetricColumns + "\n";
+}
+
+std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunResult& result) {
+  std::string prefix = std::to_string(point);
+  for (const auto& v : spec.values_of(point)) prefix += "," + csv_field(value_text(v));
+  const VariantRun* best = nullptr;
+  for (const auto& run : result.runs)
+    if (!best || run.metrics.makespan < best->metrics.makespan) best = &run;
+  std::string out;
+  for (const auto& run : result.runs) {
+    const auto& m = run.metrics;
+    const auto sp = result.speedup(run);
+    out += fmt::format("{},{},{:.3f},{},{:.3f},{:.4f},{:.4f},{}\n", prefix, run.variant, to_us(m.makespan),
+                       sp ? fmt::format("{:.4f}", *sp) : "", to_us(m.exposed_comm), m.sm_utilization, m.link_utilization,
+                       best->variant);
+  }
+  return out;
+}
+
+bool split_csv_line(const std::string& line, std::vector<std::string>& fields) {
+  fields.clear();
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cur += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (quoted) return false;
+  fields.push_back(std::move(cur));
+  return true;
+}
+
+std::string sweep_markdown(std::istream& csv) {
+  std::string line;
+  std::vector<std::string> header, f;
+  if (!std::getline(csv, line) || !split_csv_line(line, header)) return "";
+  const std::size_t axes = header.size() - 8;  // point, axes..., 7 metric columns
+  struct Point {
+    std::vector<std::string> axis_values;
+    std::map<std::string, std::pair<std::string, std::string>> by_variant;  // makespan, speedup
+    std::string best;
+  };
+  std::vector<Point> points;
+  std::vector<std::string> variants;
+  bool have_baseline = false;
+  std::string last_point;
+  while (std::getline(csv, line)) {
+    if (!split_csv_line(line, f) || f.size() != header.size()) continue;
+    if (f[0] != last_point) {
+      points.push_back({std::vector<std::string>(f.begin() + 1, f.begin() + 1 + static_cast<long>(axes)), {}, f.back()});
+      last_point = f[0];
+    }
+    const std::string& v = f[1 + axes];
+    if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+    have_baseline |= v == "baseline";
+    points.back().by_variant[v] = {f[2 + axes], f[3 + axes]};
+  }
+  std::vector<std::string> shown;
+  for (const auto& v : variants)
+    if (!have_baseline || v != "baseline") shown.push_back(v);
+  std::string out = "|";
+  for (std::size_t a = 0; a < axes; ++a) out += " " + header[1 + a] + " |";
+  for (const auto& v : shown) out += fmt::format(" {} {} |", v, have_baseline ? "speedup" : "us");
+  out += " best |\n|";
+  for (std::size_t c = 0; c < axes + shown.size() + 1; ++c) out += "---|";
+  out += "\n";
+  for (const auto& p : points) {
+    out += "|";
+    for (const auto& a : p.axis_values) out += " " + a + " |";
+    for (const auto& v : shown) {
+      const auto it = p.by_variant.find(v);
+      const std::string cell = it == p.by_variant.end() ? "" : have_baseline ? it->second.second + "x" : it->second.first;
+      out += " " + (v == p.best ? "**" + cell + "**" : cell) + " |";
+    }
+    out += " " + p.best + " |\n";
+  }
+  return out;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,84 @@
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "tpsim/sweep/sweep_spec.hpp"
+#include "tpsim/sweep/sweep_table.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+const char* kBase = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+    "workload": {"op": "allgather_matmul", "m": 16384, "k": 8192, "n": 3584}})";
+
+SweepSpec sweep(const std::string& axes) {
+  return parse_sweep(std::string(R"({"base": )") + kBase + R"(, "axes": )" + axes + "}", "");
+}
+
+std::string error_of(const std::string& axes) {
+  try {
+    sweep(axes);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Ranges expand by factor or by step, ends included", "[sweep]") {
+  const auto s = sweep(R"({"workload.m": {"from": 1024, "to": 8192, "mul": 2}, "gpus": {"from": 2, "to": 8, "step": 3}})");
+  REQUIRE(s.axes.size() == 2);
+  CHECK(s.axes[0].values == std::vector<Json>{1024, 2048, 4096, 8192});
+  CHECK(s.axes[1].values == std::vector<Json>{2, 5, 8});
+  CHECK(s.points() == 12);
+}
+
+TEST_CASE("Points are the cross product in file order, the last axis fastest", "[sweep]") {
+  const auto s = sweep(R"({"hardware": ["h100_sxm", "h200"], "workload.m": [1024, 2048, 4096]})");
+  CHECK(s.values_of(0) == std::vector<Json>{"h100_sxm", 1024});
+  CHECK(s.values_of(2) == std::vector<Json>{"h100_sxm", 4096});
+  CHECK(s.values_of(3) == std::vector<Json>{"h200", 1024});
+  const Json doc = s.scenario_of(5);
+  CHECK(doc["hardware"] == "h200");
+  CHECK(doc["workload"]["m"] == 4096);
+  CHECK(doc["workload"]["k"] == 8192);  // untouched fields stay
+}
+
+TEST_CASE("The fingerprint changes with the points, not with formatting", "[sweep]") {
+  CHECK(sweep(R"({"workload.m": [1, 2]})").fingerprint == sweep(R"({ "workload.m" : [1,2] })").fingerprint);
+  CHECK(sweep(R"({"workload.m": [1, 2]})").fingerprint != sweep(R"({"workload.m": [1, 3]})").fingerprint);
+}
+
+TEST_CASE("Bad sweeps are rejected with the JSON path before any work", "[sweep]") {
+  using Catch::Matchers::Contains;
+  CHECK_THAT(error_of(R"({"workload.mm": [1]})"), Contains(R"($.axes["workload.mm"]: unknown scenario field "workload.mm" (did you mean "workload.m"?))"));
+  CHECK_THAT(error_of(R"({"workload.m": {"from": 8, "to": 4, "mul": 2}})"), Contains("empty range: from 8 is past to 4"));
+  CHECK_THAT(error_of(R"({"workload.m": []})"), Contains("empty list of values"));
+  CHECK_THAT(error_of(R"({"workload.m": {"from": 1, "to": 1000000000000, "step": 1}})"), Contains("more than the 1000000 points"));
+  CHECK_THAT(error_of(R"({"workload.m": {"from": 1, "to": 2000, "step": 1}, "workload.k": {"from": 1, "to": 2000, "step": 1}})"),
+             Contains("the sweep would have more than 1000000 points"));
+  CHECK_THAT(error_of(R"({"workload.m": {"from": 1, "to": 8}})"), Contains("a range needs \"mul\" or \"step\""));
+  CHECK_THAT(error_of(R"({})"), Contains("$.axes: must be an object with at least one axis"));
+}
+
+TEST_CASE("CSV lines split with quoting", "[sweep]") {
+  std::vector<std::string> f;
+  REQUIRE(split_csv_line(R"(1,"a,b","say ""hi""",)", f));
+  CHECK(f == std::vector<std::string>{"1", "a,b", "say \"hi\"", ""});
+  CHECK_FALSE(split_csv_line(R"(1,"open)", f));
+}
+
+TEST_CASE("The Markdown table shows speedups per variant and marks the best", "[sweep]") {
+  std::istringstream csv(
+      "point,workload.m,variant,makespan_us,speedup_vs_baseline,exposed_comm_us,sm_utilization,link_utilization,best_variant\n"
+      "0,1024,baseline,100.000,1.0000,1,0.5,0.5,baseline\n"
+      "0,1024,async_tp,150.000,0.6667,1,0.5,0.5,baseline\n"
+      "1,2048,baseline,200.000,1.0000,1,0.5,0.5,async_tp\n"
+      "1,2048,async_tp,100.000,2.0000,1,0.5,0.5,async_tp\n");
+  const std::string md = sweep_markdown(csv);
+  CHECK_THAT(md, Catch::Matchers::Contains("| workload.m | async_tp speedup | best |"));
+  CHECK_THAT(md, Catch::Matchers::Contains("| 1024 | 0.6667x | baseline |"));
+  CHECK_THAT(md, Catch::Matchers::Contains("| 2048 | **2.0000x** | async_tp |"));
+}
