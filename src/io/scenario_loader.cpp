@@ -127,6 +127,8 @@ HardwareSpec HardwareCache::get(const std::string& ref, const std::string& base_
 }
 
 Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCache* cache) {
+  if (j.is_object() && j.contains("axes") && j.contains("base"))
+    fail_at("$", "this is a sweep file (it has \"base\" and \"axes\"): run it with tpsim sweep");
   const ObjectReader root(j, "$", {"name", "hardware", "gpus", "dtype", "workload", "variants"});
   Scenario s;
   s.name = root.optional_string("name").value_or("");

@@ -49,8 +49,14 @@ if grep -q "async_tp" "$work/table" && grep -q "speedup" "$work/table"; then ech
 
 # Every shipped scenario runs; hardware list and show work.
 for f in "$root"/scenarios/*.json; do
-  if "$tpsim" run "$f" > /dev/null 2> "$work/err"; then :; else echo "FAIL scenario $f"; cat "$work/err"; fails=$((fails+1)); fi
+  case "$(basename "$f")" in
+    sweep_*) cmd=(sweep "$f" -o "$work/sweep.csv"); rm -f "$work/sweep.csv" ;;
+    *) cmd=(run "$f") ;;
+  esac
+  if "$tpsim" "${cmd[@]}" > /dev/null 2> "$work/err"; then :; else echo "FAIL scenario $f"; cat "$work/err"; fails=$((fails+1)); fi
 done
+"$tpsim" run "$root/scenarios/sweep_variants_over_gpus.json" > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 2 ] && grep -q "run it with tpsim sweep" "$work/err"; then echo "ok run on a sweep file"; else echo "FAIL run on a sweep file: exit $rc"; fails=$((fails+1)); fi
 echo "ok shipped scenarios"
 if "$tpsim" hardware list | grep -q h100_sxm && "$tpsim" hardware show h200 | grep -q "memory.hbm_bandwidth"; then echo "ok hardware list/show"; else echo "FAIL hardware list/show"; fails=$((fails+1)); fi
 "$tpsim" hardware show h100_smx > /dev/null 2> "$work/err"; rc=$?
