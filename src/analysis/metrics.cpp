@@ -21,16 +21,6 @@ Intervals merged(Intervals v) {
   return out;
 }
 
-double sample_integral(const std::vector<Sample>& samples, Tick from, Tick to) {
-  double sum = 0;
-  for (std::size_t i = 0; i < samples.size(); ++i) {
-    const Tick a = std::max(samples[i].time, from);
-    const Tick b = std::min(i + 1 < samples.size() ? samples[i + 1].time : to, to);
-    if (b > a) sum += samples[i].value * static_cast<double>(b - a);
-  }
-  return sum;
-}
-
 // Walks back from the last op to finish, each time to the dependency that
 // finished last (for a rendezvous: the rank that arrived last). Each op is
 // charged the time between that dependency's end and its own end.
@@ -114,7 +104,7 @@ VariantMetrics analyze(const Dag& dag, const Timeline& tl) {
     const auto ri = static_cast<std::size_t>(r);
     exposed += static_cast<double>(uncovered_length(comm[ri], compute[ri]));
     if (m.makespan > 0) {
-      sm += sample_integral(tl.busy_sms[ri], m.first_start, m.last_end) / (tl.sm_count[ri] * static_cast<double>(m.makespan));
+      sm += tl.busy_sm_time[ri] / (tl.sm_count[ri] * static_cast<double>(m.makespan));
       if (tl.egress_capacity[ri] > 0) link += tl.egress_bytes[ri] / (tl.egress_capacity[ri] * static_cast<double>(m.makespan));
     }
   }

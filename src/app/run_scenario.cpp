@@ -12,11 +12,11 @@ std::optional<double> RunResult::speedup(const VariantRun& run) const {
   return std::nullopt;
 }
 
-RunResult run_scenario(const Scenario& s) {
+RunResult run_scenario(const Scenario& s, bool detailed) {
   RunResult result{s, {}};
   for (const std::string& v : s.variants) {
     Dag dag = build_dag(s, v);
-    Timeline tl = execute(dag, s.hardware);
+    Timeline tl = execute(dag, s.hardware, detailed);
     VariantMetrics m = analyze(dag, tl);
     result.runs.push_back(VariantRun{v, std::move(dag), std::move(tl), std::move(m)});
   }

@@ -25,7 +25,7 @@ void write_file(const std::string& path, const std::string& text) {
 
 int run_command(const std::string& scenario_file, const std::string& trace_file, const std::string& json_file) {
   const tpsim::Scenario s = tpsim::load_scenario_file(scenario_file);
-  const tpsim::RunResult r = tpsim::run_scenario(s);
+  const tpsim::RunResult r = tpsim::run_scenario(s, !trace_file.empty());
   if (!trace_file.empty()) write_file(trace_file, tpsim::chrome_trace(r).dump() + "\n");
   const std::string json = tpsim::result_json(r).dump(2) + "\n";
   if (json_file == "-") {

@@ -11,19 +11,19 @@ Dag::Dag(int ranks) : ranks_(ranks), program_(static_cast<std::size_t>(ranks)), 
 
 OpId Dag::add(int rank, int stream, std::string name, OpPayload payload) {
   if (rank < 0 || rank >= ranks_ || stream < 0) throw std::logic_error("op on a rank or stream that does not exist");
-  const OpId id = boost::add_vertex(Op{std::move(name), rank, stream, std::move(payload)}, g_);
+  const OpId id = boost::add_vertex(Op{std::move(name), rank, stream, std::move(payload)}, *g_);
   auto& last = last_on_stream_[static_cast<std::size_t>(rank)];
   if (last.size() <= static_cast<std::size_t>(stream)) last.resize(static_cast<std::size_t>(stream) + 1, -1);
   if (last[static_cast<std::size_t>(stream)] >= 0)
-    boost::add_edge(static_cast<OpId>(last[static_cast<std::size_t>(stream)]), id, g_);
+    boost::add_edge(static_cast<OpId>(last[static_cast<std::size_t>(stream)]), id, *g_);
   last[static_cast<std::size_t>(stream)] = static_cast<long>(id);
   program_[static_cast<std::size_t>(rank)].push_back(id);
-  if (const auto* r = std::get_if<RecordOp>(&g_[id].payload)) {
+  if (const auto* r = std::get_if<RecordOp>(&(*g_)[id].payload)) {
     if (record_for_event_.size() <= static_cast<std::size_t>(r->event))
       record_for_event_.resize(static_cast<std::size_t>(r->event) + 1, -1);
     record_for_event_[static_cast<std::size_t>(r->event)] = static_cast<long>(id);
   }
-  if (const auto* w = std::get_if<WaitOp>(&g_[id].payload)) boost::add_edge(record_of(w->event), id, g_);
+  if (const auto* w = std::get_if<WaitOp>(&(*g_)[id].payload)) boost::add_edge(record_of(w->event), id, *g_);
   return id;
 }
 
@@ -47,7 +47,7 @@ OpId Dag::record_of(int event) const {
 void Dag::validate() const {
   std::vector<OpId> order;
   try {
-    boost::topological_sort(g_, std::back_inserter(order));
+    boost::topological_sort(*g_, std::back_inserter(order));
   } catch (const boost::not_a_dag&) {
     throw std::logic_error("op graph has a dependency cycle");
   }

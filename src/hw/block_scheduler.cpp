@@ -6,7 +6,16 @@
 namespace tpsim {
 
 BlockScheduler::BlockScheduler(Simulator& sim, const SmSpec& spec)
-    : sim_(sim), capacity_(spec.capacity), sms_(static_cast<std::size_t>(spec.count)) {}
+    : sim_(sim), capacity_(spec.capacity), sms_(static_cast<std::size_t>(spec.count)),
+      is_freed_(sms_.size(), 0) {
+  for (int i = 0; i < spec.count; ++i) all_sms_.push_back(i);
+}
+
+void BlockScheduler::mark_freed(int sm) {
+  if (is_freed_[static_cast<std::size_t>(sm)]) return;
+  is_freed_[static_cast<std::size_t>(sm)] = 1;
+  freed_.push_back(sm);
+}
 
 bool BlockScheduler::fits(const Sm& sm, const BlockResources& b) const {
   return sm.used.threads + b.threads <= capacity_.threads && sm.used.registers + b.registers <= capacity_.registers &&
@@ -28,31 +37,55 @@ void BlockScheduler::occupy(int index, const BlockResources& b, int delta) {
 BlockScheduler::KernelId BlockScheduler::launch(KernelRequest req) {
   if (req.blocks <= 0) throw std::logic_error("kernel launched with no blocks");
   if (!fits(Sm{}, req.block)) throw std::logic_error("kernel block does not fit an empty SM");
-  const KernelId id = static_cast<KernelId>(kernels_.size());
   Kernel k;
   k.undispatched = req.blocks;
+  const auto room = [](int cap, int need) { return need > 0 ? cap / need : 1 << 20; };
+  k.per_sm = std::min({room(capacity_.threads, req.block.threads), room(capacity_.registers, req.block.registers),
+                       room(capacity_.shared_bytes, req.block.shared_bytes), room(capacity_.blocks, req.block.blocks)});
   k.req = std::move(req);
-  kernels_.push_back(std::move(k));
+  KernelId id;
+  if (!free_kernels_.empty()) {
+    id = free_kernels_.back();
+    free_kernels_.pop_back();
+    kernels_[static_cast<std::size_t>(id)] = std::move(k);
+  } else {
+    id = static_cast<KernelId>(kernels_.size());
+    kernels_.push_back(std::move(k));
+  }
   resident_.push_back(id);
   dispatch();
   return id;
 }
 
-void BlockScheduler::place_blocks(Kernel& k, KernelId id, std::vector<Placement>& out) {
-  Placement p{id, {}};
+int BlockScheduler::new_group() {
+  if (free_groups_.empty()) {
+    groups_.emplace_back();
+    return static_cast<int>(groups_.size()) - 1;
+  }
+  const int g = free_groups_.back();
+  free_groups_.pop_back();
+  groups_[static_cast<std::size_t>(g)].clear();
+  return g;
+}
+
+void BlockScheduler::place_blocks(Kernel& k, KernelId id, const std::vector<int>& candidates, std::vector<Placement>& out) {
+  int group = -1;
   // Breadth-first: one block per SM per pass, as the hardware spreads a grid.
+  // When one SM holds only one such block, a single pass finds every place.
   bool placed = true;
-  while (k.undispatched > 0 && placed) {
+  for (int pass = 0; k.undispatched > 0 && placed && pass < k.per_sm; ++pass) {
     placed = false;
-    for (int i = 0; i < sm_count() && k.undispatched > 0; ++i) {
+    for (std::size_t c = 0; c < candidates.size() && k.undispatched > 0; ++c) {
+      const int i = candidates[c];
       if (!fits(sms_[static_cast<std::size_t>(i)], k.req.block)) continue;
       occupy(i, k.req.block, +1);
-      p.sms.push_back(i);
+      if (group < 0) group = new_group();
+      groups_[static_cast<std::size_t>(group)].push_back(i);
       --k.undispatched;
       placed = true;
     }
   }
-  if (!p.sms.empty()) out.push_back(std::move(p));
+  if (group >= 0) out.push_back(Placement{id, group});
 }
 
 void BlockScheduler::dispatch() {
@@ -63,8 +96,15 @@ void BlockScheduler::dispatch() {
   dispatching_ = true;
   do {
     redispatch_ = false;
-    std::vector<Placement> placements;
-    for (KernelId id : resident_) place_blocks(kernels_[static_cast<std::size_t>(id)], id, placements);
+    std::vector<Placement>& placements = placements_;
+    placements.clear();
+    for (KernelId id : resident_) {
+      Kernel& k = kernels_[static_cast<std::size_t>(id)];
+      place_blocks(k, id, k.scanned ? freed_ : all_sms_, placements);
+      k.scanned = true;
+    }
+    for (int sm : freed_) is_freed_[static_cast<std::size_t>(sm)] = 0;
+    freed_.clear();
     resident_.erase(std::remove_if(resident_.begin(), resident_.end(),
                                    [&](KernelId id) { return kernels_[static_cast<std::size_t>(id)].undispatched == 0; }),
                     resident_.end());
@@ -72,12 +112,14 @@ void BlockScheduler::dispatch() {
     // Durations are set once everything placed now is counted as drawing memory.
     for (const Placement& p : placements) {
       const Kernel& k = kernels_[static_cast<std::size_t>(p.kernel)];
-      if (k.req.draws_memory) memory_blocks_ += static_cast<int>(p.sms.size());
+      if (k.req.draws_memory) memory_blocks_ += static_cast<int>(groups_[static_cast<std::size_t>(p.group)].size());
     }
     notify_busy();
-    for (Placement& p : placements) {
+    for (std::size_t pi = 0; pi < placements.size(); ++pi) {
+      const Placement p = placements[pi];  // callbacks below may relaunch and reuse placements_
       Kernel& k = kernels_[static_cast<std::size_t>(p.kernel)];
-      const auto n = static_cast<std::int64_t>(p.sms.size());
+      const auto& sms = groups_[static_cast<std::size_t>(p.group)];
+      const auto n = static_cast<std::int64_t>(sms.size());
       k.running += n;
       blocks_dispatched_ += n;
       if (!k.started) {
@@ -85,22 +127,35 @@ void BlockScheduler::dispatch() {
         if (k.req.on_first_block) k.req.on_first_block();
       }
       if (k.req.held) {
-        k.held_sms.insert(k.held_sms.end(), p.sms.begin(), p.sms.end());
+        k.held_sms.insert(k.held_sms.end(), sms.begin(), sms.end());
+        free_groups_.push_back(p.group);
         if (k.undispatched == 0 && k.req.on_resident) k.req.on_resident();
         continue;
       }
       const Tick d = k.req.block_time(memory_blocks_);
-      const KernelId id = p.kernel;
-      sim_.schedule_after(d, [this, id, sms = std::move(p.sms)] { finish_group(id, sms); });
+      sim_.schedule_after(d, [this, id = p.kernel, group = p.group] { finish_group(id, group); });
     }
   } while (redispatch_);
   dispatching_ = false;
 }
 
-void BlockScheduler::finish_group(KernelId id, const std::vector<int>& sms) {
+void BlockScheduler::finish_group(KernelId id, int group) {
   Kernel& k = kernels_[static_cast<std::size_t>(id)];
-  for (int sm : sms) occupy(sm, k.req.block, -1);
+  const auto& sms = groups_[static_cast<std::size_t>(group)];
+  // The next wave: the earliest resident kernel gets first pick of freed SMs, so
+  // when it has a block for each of them, dispatch would give it exactly these
+  // SMs back. Re-arm the group instead of freeing and re-placing block by block.
+  if (!resident_.empty() && resident_.front() == id && k.undispatched >= static_cast<std::int64_t>(sms.size())) {
+    const auto n = static_cast<std::int64_t>(sms.size());
+    k.undispatched -= n;
+    blocks_dispatched_ += n;
+    if (k.undispatched == 0) resident_.erase(resident_.begin());
+    sim_.schedule_after(k.req.block_time(memory_blocks_), [this, id, group] { finish_group(id, group); });
+    return;
+  }
+  for (int sm : sms) occupy(sm, k.req.block, -1), mark_freed(sm);
   const auto n = static_cast<std::int64_t>(sms.size());
+  free_groups_.push_back(group);
   k.running -= n;
   if (k.req.draws_memory) memory_blocks_ -= static_cast<int>(n);
   notify_busy();
@@ -111,7 +166,7 @@ void BlockScheduler::finish_group(KernelId id, const std::vector<int>& sms) {
 void BlockScheduler::release(KernelId id) {
   Kernel& k = kernels_[static_cast<std::size_t>(id)];
   if (!k.req.held || k.undispatched != 0) throw std::logic_error("release of a kernel that is not held resident");
-  for (int sm : k.held_sms) occupy(sm, k.req.block, -1);
+  for (int sm : k.held_sms) occupy(sm, k.req.block, -1), mark_freed(sm);
   if (k.req.draws_memory) memory_blocks_ -= static_cast<int>(k.held_sms.size());
   k.running = 0;
   k.held_sms.clear();
@@ -124,7 +179,11 @@ void BlockScheduler::complete(KernelId id) {
   Kernel& k = kernels_[static_cast<std::size_t>(id)];
   if (k.finished) return;
   k.finished = true;
-  if (k.req.on_complete) k.req.on_complete();
+  auto done = std::move(k.req.on_complete);
+  k.req = KernelRequest{};  // drop the captured state now
+  k.held_sms = {};
+  free_kernels_.push_back(id);
+  if (done) done();
 }
 
 void BlockScheduler::notify_busy() {

@@ -92,7 +92,10 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
     return parse_layer_workload(ObjectReader(j, path, {"op", "model", "tokens", "seq_len", "pass", "layers"}), op, gpus);
   }
   const ObjectReader w(j, path, {"op", "m", "k", "n"});
-  Workload wl{op, dimension(w, "m"), dimension(w, "k"), {}};
+  Workload wl;
+  wl.op = op;
+  wl.m = dimension(w, "m");
+  wl.k = dimension(w, "k");
   if (w.has("n") && w.at("n").is_array()) {
     if (op != "allgather_matmul") fail_at(w.child_path("n"), fmt::format("a list of n (several weights) is only for allgather_matmul"));
     const Json& ns = w.at("n");

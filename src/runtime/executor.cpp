@@ -16,20 +16,22 @@ void add_sample(std::vector<Sample>& samples, Tick t, double v) {
 
 }  // namespace
 
-Machine::Machine(const Dag& dag, const HardwareSpec& hw)
+Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
     : dag_(dag), hw_(hw), fabric_(sim_, Topology(hw.fabric, dag.ranks())), rendezvous_(dag),
       kernel_of_(dag.size(), -1), waiters_(dag.size()) {
   tl_.ops.resize(dag.size());
+  tl_.detailed = detailed;
+  tl_.busy_sm_time.assign(static_cast<std::size_t>(dag.ranks()), 0.0);
   tl_.busy_sms.resize(static_cast<std::size_t>(dag.ranks()));
   tl_.egress_rate.resize(static_cast<std::size_t>(dag.ranks()));
   fabric_.set_rate_observer([this](Tick t, int g, double out, double in) {
-    add_sample(tl_.egress_rate[static_cast<std::size_t>(g)], t, out);
+    if (tl_.detailed) add_sample(tl_.egress_rate[static_cast<std::size_t>(g)], t, out);
     ranks_[static_cast<std::size_t>(g)].nvlink_bytes_per_ps = out + in;
   });
   for (int r = 0; r < dag.ranks(); ++r) {
     RankState rs;
     rs.sms = std::make_unique<BlockScheduler>(sim_, hw.sm);
-    rs.sms->set_busy_observer([this, r](Tick t, int busy) { add_sample(tl_.busy_sms[static_cast<std::size_t>(r)], t, busy); });
+    rs.sms->set_busy_observer([this, r](Tick t, int busy) { on_busy_change(r, t, busy); });
     rs.copies = std::make_unique<CopyEngines>(sim_, fabric_, hw.copy_engines);
     rs.streams.resize(static_cast<std::size_t>(dag.streams(r)));
     for (OpId id : dag.program(r)) rs.streams[static_cast<std::size_t>(dag.op(id).stream)].ops.push_back(id);
@@ -136,6 +138,15 @@ void Machine::start_copy(OpId id, const CopyOp& c) {
 // HBM bandwidth left to the SMs: copy engines and peers reading or writing this
 // GPU's memory over NVLink draw on the same HBM. Never below a tenth, so a model
 // with NVLink faster than HBM stays finite.
+void Machine::on_busy_change(int rank, Tick t, int busy) {
+  RankState& rs = ranks_[static_cast<std::size_t>(rank)];
+  if (busy == rs.busy) return;
+  tl_.busy_sm_time[static_cast<std::size_t>(rank)] += static_cast<double>(rs.busy) * static_cast<double>(t - rs.busy_since);
+  rs.busy = busy;
+  rs.busy_since = t;
+  if (tl_.detailed) add_sample(tl_.busy_sms[static_cast<std::size_t>(rank)], t, busy);
+}
+
 double Machine::hbm_left(int rank) const {
   const double total = hw_.memory.hbm_bytes_per_ps;
   return std::max(0.1 * total, total - ranks_[static_cast<std::size_t>(rank)].nvlink_bytes_per_ps);
@@ -155,9 +166,9 @@ void Machine::check_finished() const {
 
 }  // namespace runtime_detail
 
-Timeline execute(const Dag& dag, const HardwareSpec& hw) {
+Timeline execute(const Dag& dag, const HardwareSpec& hw, bool detailed) {
   dag.validate();
-  return runtime_detail::Machine(dag, hw).run();
+  return runtime_detail::Machine(dag, hw, detailed).run();
 }
 
 }  // namespace tpsim

@@ -33,7 +33,7 @@ void Machine::launch_kernel(OpId id) {
 
 void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   const GemmPlan plan = plan_gemm(g.problem, hw_);
-  tl_.ops[id].detail = fmt::format("tile {}x{}x{}, split-k {}, {} blocks", plan.tile.m, plan.tile.n, plan.tile.k,
+  if (tl_.detailed) tl_.ops[id].detail = fmt::format("tile {}x{}x{}, split-k {}, {} blocks", plan.tile.m, plan.tile.n, plan.tile.k,
                                    plan.split_k, plan.blocks);
   req.block = hw_.gemm.block;
   req.blocks = plan.blocks;
@@ -48,7 +48,7 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
 
 void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req) {
   const ElementwisePlan plan = plan_elementwise(e.bytes_read + e.bytes_written, hw_);
-  tl_.ops[id].detail = fmt::format("{} blocks", plan.blocks);
+  if (tl_.detailed) tl_.ops[id].detail = fmt::format("{} blocks", plan.blocks);
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
@@ -59,7 +59,7 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
 
 void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req) {
   const AttentionPlan plan = plan_attention(a, hw_);
-  tl_.ops[id].detail = fmt::format("{} query tiles x heads", plan.blocks);
+  if (tl_.detailed) tl_.ops[id].detail = fmt::format("{} query tiles x heads", plan.blocks);
   req.block = hw_.gemm.block;  // FA3 is a warp-specialized Hopper kernel like the GEMMs
   req.blocks = plan.blocks;
   req.draws_memory = true;
@@ -74,7 +74,7 @@ BlockResources Machine::nccl_block(const NcclProtocol& p) const {
 
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
   const RingPlan plan = plan_ring(c.kind, c.buffer_bytes, dag_.ranks(), hw_, ring_link_capacity());
-  tl_.ops[id].detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
+  if (tl_.detailed) tl_.ops[id].detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
   req.block = nccl_block(*plan.protocol);
   req.blocks = plan.channels;
   req.held = true;
@@ -109,7 +109,7 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
   double largest = 0;
   for (const auto& t : s.sends) largest = std::max(largest, t.bytes);
   const NcclProtocol& proto = p2p_protocol(largest);
-  tl_.ops[id].detail = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
+  if (tl_.detailed) tl_.ops[id].detail = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
   req.block = nccl_block(proto);
   req.blocks = hw_.nccl.p2p_channels;
   req.held = true;
@@ -121,7 +121,7 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
 void Machine::fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req) {
   const GemmPlan plan = plan_gemm(f.step, hw_);
   const int grid = static_cast<int>(std::min<std::int64_t>(hw_.sm.count, plan.blocks));
-  tl_.ops[id].detail = fmt::format("persistent grid {}, tile {}x{}x{}, {} steps", grid, plan.tile.m, plan.tile.n,
+  if (tl_.detailed) tl_.ops[id].detail = fmt::format("persistent grid {}, tile {}x{}x{}, {} steps", grid, plan.tile.m, plan.tile.n,
                                    plan.tile.k, f.steps);
   req.block = hw_.gemm.block;
   req.blocks = grid;

@@ -28,6 +28,8 @@ struct StreamState {
 
 struct RankState {
   double nvlink_bytes_per_ps = 0;  // link traffic in and out: it is read from / written to HBM too
+  Tick busy_since = 0;             // last change of the busy-SM count
+  int busy = 0;
   std::unique_ptr<BlockScheduler> sms;
   std::unique_ptr<CopyEngines> copies;
   std::vector<StreamState> streams;
@@ -35,7 +37,7 @@ struct RankState {
 
 class Machine {
  public:
-  Machine(const Dag& dag, const HardwareSpec& hw);
+  Machine(const Dag& dag, const HardwareSpec& hw, bool detailed);
   Timeline run();
 
  private:
@@ -48,6 +50,7 @@ class Machine {
   void start_copy(OpId id, const CopyOp& c);
   void check_finished() const;
   double hbm_left(int rank) const;
+  void on_busy_change(int rank, Tick t, int busy);
 
   // kernel_launch.cpp
   void launch_kernel(OpId id);

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 std::string describe_point(const SweepSpec& spec, std::int64_t point) {
   std::vector<std::string> parts;
   const auto values = spec.values_of(point);
-  for (std::size_t i = 0; i < spec.axes.size(); ++i) parts.push_back(spec.axes[i].field + "=" + value_text(values[i]));
+  for (std::size_t i = 0; i < spec.axes.size(); ++i) parts.push_back(fmt::format("{}={}", spec.axes[i].field, value_text(values[i])));
   return fmt::format("point {} ({})", point, fmt::join(parts, ", "));
 }
 
@@ -146,7 +146,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
       }
       std::string rows;
       try {
-        const RunResult r = run_scenario(parse_scenario(spec.scenario_of(points[i]), spec.base_dir, &cache));
+        const RunResult r = run_scenario(parse_scenario(spec.scenario_of(points[i]), spec.base_dir, &cache), false);
         rows = sweep_csv_rows(spec, points[i], r);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);

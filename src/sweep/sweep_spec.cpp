@@ -162,9 +162,9 @@ SweepSpec load_sweep_file(const std::string& file) {
 std::string value_text(const Json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_array()) {
-    std::string out;
-    for (const auto& x : v) out += (out.empty() ? "" : "+") + value_text(x);
-    return out;
+    std::vector<std::string> parts;
+    for (const auto& x : v) parts.push_back(value_text(x));
+    return fmt::format("{}", fmt::join(parts, "+"));
   }
   return v.dump();
 }

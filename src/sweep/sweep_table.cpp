@@ -20,14 +20,15 @@ constexpr const char* kMetricColumns = "variant,makespan_us,speedup_vs_baseline,
 }  // namespace
 
 std::string sweep_csv_header(const SweepSpec& spec) {
-  std::string h = "point";
-  for (const auto& a : spec.axes) h += "," + csv_field(a.field);
-  return h + "," + kMetricColumns + "\n";
+  std::vector<std::string> columns{"point"};
+  for (const auto& a : spec.axes) columns.push_back(csv_field(a.field));
+  return fmt::format("{},{}\n", fmt::join(columns, ","), kMetricColumns);
 }
 
 std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunResult& result) {
-  std::string prefix = std::to_string(point);
-  for (const auto& v : spec.values_of(point)) prefix += "," + csv_field(value_text(v));
+  std::vector<std::string> cells{std::to_string(point)};
+  for (const auto& v : spec.values_of(point)) cells.push_back(csv_field(value_text(v)));
+  const std::string prefix = fmt::format("{}", fmt::join(cells, ","));
   const VariantRun* best = nullptr;
   for (const auto& run : result.runs)
     if (!best || run.metrics.makespan < best->metrics.makespan) best = &run;

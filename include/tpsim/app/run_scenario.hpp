@@ -25,6 +25,7 @@ struct RunResult {
   std::optional<double> speedup(const VariantRun& run) const;
 };
 
-RunResult run_scenario(const Scenario& s);
+// `detailed`: keep what a Chrome trace needs (counter samples, op details).
+RunResult run_scenario(const Scenario& s, bool detailed = true);
 
 }  // namespace tpsim

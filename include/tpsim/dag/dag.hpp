@@ -3,6 +3,7 @@
 // are ops and whose edges are dependencies (stream order, event record -> wait).
 // Cross-rank rendezvous (collectives, barriers) is by group id, not by edges, so
 // the graph stays acyclic. Vertex order is host program order on each rank.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,9 @@ class Dag {
   int ranks() const { return ranks_; }
   int streams(int rank) const;
   int groups() const { return groups_; }
-  std::size_t size() const { return boost::num_vertices(g_); }
-  const DagGraph& graph() const { return g_; }
-  const Op& op(OpId id) const { return g_[id]; }
+  std::size_t size() const { return boost::num_vertices(*g_); }
+  const DagGraph& graph() const { return *g_; }
+  const Op& op(OpId id) const { return (*g_)[id]; }
   const std::vector<OpId>& program(int rank) const { return program_[static_cast<std::size_t>(rank)]; }
   // The record op a wait depends on (throws if the event was never recorded).
   OpId record_of(int event) const;
@@ -43,7 +44,9 @@ class Dag {
   int ranks_;
   int events_ = 0;
   int groups_ = 0;
-  DagGraph g_;
+  // Boost 1.74's adjacency_list has no move constructor: held by pointer so that
+  // moving a Dag does not copy the graph.
+  std::unique_ptr<DagGraph> g_ = std::make_unique<DagGraph>();
   std::vector<std::vector<OpId>> program_;
   std::vector<std::vector<long>> last_on_stream_;  // -1 when empty
   std::vector<long> record_for_event_;

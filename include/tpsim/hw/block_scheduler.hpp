@@ -8,6 +8,8 @@
 //
 // Blocks of one kernel placed at the same instant share one completion event
 // (they have the same duration), so a 132-block wave costs one event, not 132.
+// A kernel that has already looked at every SM only looks again at the SMs freed
+// since (no other SM can have gained room), so dispatch costs O(freed SMs).
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -38,6 +40,7 @@ class BlockScheduler {
 
   BlockScheduler(Simulator& sim, const SmSpec& spec);
 
+  // The id is valid until the kernel completes; then it may be reused.
   KernelId launch(KernelRequest req);
   void release(KernelId id);  // for held kernels, once all blocks are resident
 
@@ -58,26 +61,37 @@ class BlockScheduler {
     std::int64_t running = 0;
     bool started = false;
     bool finished = false;
+    bool scanned = false;  // has looked at every SM since it became resident
+    int per_sm = 1;        // most blocks one empty SM can hold
     std::vector<int> held_sms;
   };
   struct Placement {
     KernelId kernel;
-    std::vector<int> sms;
+    int group;  // index into groups_: the SMs these blocks landed on
   };
 
   bool fits(const Sm& sm, const BlockResources& b) const;
   void occupy(int sm, const BlockResources& b, int delta);
   void dispatch();
-  void place_blocks(Kernel& k, KernelId id, std::vector<Placement>& out);
-  void finish_group(KernelId id, const std::vector<int>& sms);
+  void place_blocks(Kernel& k, KernelId id, const std::vector<int>& candidates, std::vector<Placement>& out);
+  void mark_freed(int sm);
+  int new_group();
+  void finish_group(KernelId id, int group);
   void complete(KernelId id);
   void notify_busy();
 
   Simulator& sim_;
   BlockResources capacity_;
   std::vector<Sm> sms_;
-  std::deque<Kernel> kernels_;  // deque: callbacks may launch while a Kernel& is held
+  std::deque<Kernel> kernels_;
+  std::vector<KernelId> free_kernels_;  // finished kernels' slots, reused so memory stays flat  // deque: callbacks may launch while a Kernel& is held
   std::vector<KernelId> resident_;  // launch order, unfinished dispatch
+  std::vector<std::vector<int>> groups_;  // pooled SM lists of blocks placed together
+  std::vector<int> free_groups_;
+  std::vector<Placement> placements_;
+  std::vector<int> all_sms_;
+  std::vector<int> freed_;       // SMs that gained room since the last dispatch
+  std::vector<char> is_freed_;
   int busy_sms_ = 0;
   int memory_blocks_ = 0;
   std::int64_t blocks_dispatched_ = 0;

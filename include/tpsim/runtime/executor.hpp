@@ -19,6 +19,8 @@ class StuckError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-Timeline execute(const Dag& dag, const HardwareSpec& hw);
+// `detailed`: also keep counter samples and per-op details (what a trace shows);
+// without them memory does not grow with simulated time beyond one record per op.
+Timeline execute(const Dag& dag, const HardwareSpec& hw, bool detailed = true);
 
 }  // namespace tpsim

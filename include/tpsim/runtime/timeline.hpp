@@ -16,7 +16,7 @@ struct OpTiming {
   Tick start = -1;    // first block on an SM / copy engine taken / event fired
   Tick end = -1;
   int engine = -1;    // copy engine index for copies
-  std::string detail; // tile and split for GEMMs, protocol and channels for NCCL
+  std::string detail; // detailed only: tile and split for GEMMs, protocol and channels for NCCL
   bool finished() const { return end >= 0; }
 };
 
@@ -26,9 +26,11 @@ struct Sample {
 };
 
 struct Timeline {
+  bool detailed = false;      // samples and op details kept (for a trace)
   std::vector<OpTiming> ops;  // indexed by OpId
-  std::vector<std::vector<Sample>> busy_sms;      // per rank: (time, busy SMs)
-  std::vector<std::vector<Sample>> egress_rate;   // per rank: (time, NVLink egress bytes/ps)
+  std::vector<double> busy_sm_time;               // per rank: integral of busy SMs over time (SM x ps)
+  std::vector<std::vector<Sample>> busy_sms;      // per rank, detailed only: (time, busy SMs)
+  std::vector<std::vector<Sample>> egress_rate;   // per rank, detailed only: (time, egress bytes/ps)
   std::vector<double> egress_bytes;               // per rank, integrated
   std::vector<int> sm_count;                      // per rank
   std::vector<double> egress_capacity;              // per rank: all its links at once, bytes/ps
