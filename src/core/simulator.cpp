@@ -23,11 +23,44 @@ void Simulator::free_slot(std::uint32_t slot) {
   free_slots_.push_back(slot);
 }
 
+void Simulator::heap_push(const Entry& e) {
+  std::size_t i = heap_.size();
+  heap_.push_back(e);
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 4;
+    if (!earlier(e, heap_[parent])) break;
+    heap_[i] = heap_[parent];
+    i = parent;
+  }
+  heap_[i] = e;
+}
+
+Simulator::Entry Simulator::heap_pop() {
+  const Entry top = heap_.front();
+  const Entry last = heap_.back();
+  heap_.pop_back();
+  const std::size_t n = heap_.size();
+  if (n == 0) return top;
+  std::size_t i = 0;
+  while (true) {
+    const std::size_t first = 4 * i + 1;
+    if (first >= n) break;
+    std::size_t best = first;
+    const std::size_t end = std::min(first + 4, n);
+    for (std::size_t c = first + 1; c < end; ++c)
+      if (earlier(heap_[c], heap_[best])) best = c;
+    if (!earlier(heap_[best], last)) break;
+    heap_[i] = heap_[best];
+    i = best;
+  }
+  heap_[i] = last;
+  return top;
+}
+
 EventHandle Simulator::schedule_at(Tick t, Callback cb) {
   const std::uint32_t slot = take_slot(std::move(cb));
   const std::uint32_t gen = slots_[slot].generation;
-  heap_.push_back(Entry{std::max(t, now_), next_seq_++, slot, gen});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
+  heap_push(Entry{std::max(t, now_), next_seq_++, slot, gen});
   return EventHandle(slot, gen);
 }
 
@@ -45,9 +78,7 @@ bool Simulator::cancel(EventHandle& h) {
 std::uint64_t Simulator::run() {
   const std::uint64_t before = fired_;
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    const Entry e = heap_.back();
-    heap_.pop_back();
+    const Entry e = heap_pop();
     if (slots_[e.slot].generation != e.generation) continue;  // cancelled
     now_ = e.time;
     Callback cb = std::move(slots_[e.slot].cb);

@@ -8,6 +8,7 @@ namespace tpsim {
 
 Fabric::Fabric(Simulator& sim, Topology topology)
     : sim_(sim), topo_(std::move(topology)),
+      users_(static_cast<std::size_t>(topo_.resources())),
       egress_bytes_(static_cast<std::size_t>(topo_.gpus()), 0.0),
       egress_rate_(egress_bytes_.size(), 0.0), ingress_rate_(egress_bytes_.size(), 0.0) {}
 
@@ -29,92 +30,157 @@ Fabric::FlowId Fabric::start(int src, int dst, double bytes, double cap, std::fu
   return id;
 }
 
+const std::vector<int>& Fabric::path(FlowId id) const {
+  const Flow& f = flows_[static_cast<std::size_t>(id)];
+  return topo_.route(f.src, f.dst).resources;
+}
+
+// Bytes moved since the flow's rate last changed are booked lazily, so an event
+// elsewhere in the fabric never touches this flow.
+void Fabric::settle(Flow& f) {
+  const double moved = std::min(f.remaining, f.rate * static_cast<double>(sim_.now() - f.since));
+  f.remaining -= moved;
+  egress_bytes_[static_cast<std::size_t>(f.src)] += moved;
+  f.since = sim_.now();
+}
+
 void Fabric::activate(FlowId id) {
-  advance_to_now();
-  active_.push_back(id);
-  retime();
+  flows_[static_cast<std::size_t>(id)].since = sim_.now();
+  for (int r : path(id)) users_[static_cast<std::size_t>(r)].push_back(id);
+  request_retime(path(id));
 }
 
-void Fabric::advance_to_now() {
-  const Tick dt = sim_.now() - last_advance_;
-  last_advance_ = sim_.now();
-  if (dt <= 0) return;
-  for (FlowId id : active_) {
-    Flow& f = flows_[static_cast<std::size_t>(id)];
-    const double moved = std::min(f.remaining, f.rate * static_cast<double>(dt));
-    f.remaining -= moved;
-    egress_bytes_[static_cast<std::size_t>(f.src)] += moved;
+// Transfers that start or end at the same instant are re-timed together, once.
+void Fabric::request_retime(const std::vector<int>& resources) {
+  pending_resources_.insert(pending_resources_.end(), resources.begin(), resources.end());
+  if (retime_scheduled_) return;
+  retime_scheduled_ = true;
+  sim_.schedule_after(0, [this] {
+    retime_scheduled_ = false;
+    std::vector<int> changed;
+    changed.swap(pending_resources_);
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    retime(changed);
+  });
+}
+
+std::vector<Fabric::FlowId> Fabric::component(const std::vector<int>& seeds) {
+  std::vector<char> seen_resource(users_.size(), 0);
+  std::vector<FlowId> flows;
+  std::vector<int> stack(seeds.begin(), seeds.end());
+  for (int r : seeds) seen_resource[static_cast<std::size_t>(r)] = 1;
+  ++epoch_;
+  while (!stack.empty()) {
+    const int r = stack.back();
+    stack.pop_back();
+    for (FlowId f : users_[static_cast<std::size_t>(r)]) {
+      Flow& flow = flows_[static_cast<std::size_t>(f)];
+      if (flow.seen == epoch_) continue;
+      flow.seen = epoch_;
+      flows.push_back(f);
+      for (int q : path(f))
+        if (!seen_resource[static_cast<std::size_t>(q)]) seen_resource[static_cast<std::size_t>(q)] = 1, stack.push_back(q);
+    }
   }
+  std::sort(flows.begin(), flows.end());  // deterministic order whatever the search order
+  return flows;
 }
 
-void Fabric::assign_max_min_rates() {
-  std::vector<double> cap_left(static_cast<std::size_t>(topo_.resources()));
-  for (int r = 0; r < topo_.resources(); ++r) cap_left[static_cast<std::size_t>(r)] = topo_.capacity(r);
-  std::vector<int> users(cap_left.size(), 0);
-  std::vector<FlowId> open = active_;
-  for (FlowId id : open)
-    for (int r : topo_.route(flows_[static_cast<std::size_t>(id)].src, flows_[static_cast<std::size_t>(id)].dst).resources)
-      ++users[static_cast<std::size_t>(r)];
+void Fabric::assign_max_min_rates(const std::vector<FlowId>& flows, std::vector<double>& rate) const {
+  std::vector<double> cap_left;
+  std::vector<int> users, resource_index;  // local copies for the resources these flows use
+  std::vector<std::vector<int>> local_path(flows.size());
+  for (std::size_t i = 0; i < flows.size(); ++i)
+    for (int r : path(flows[i])) {
+      auto it = std::find(resource_index.begin(), resource_index.end(), r);
+      std::size_t k = static_cast<std::size_t>(it - resource_index.begin());
+      if (it == resource_index.end()) resource_index.push_back(r), cap_left.push_back(topo_.capacity(r)), users.push_back(0);
+      local_path[i].push_back(static_cast<int>(k));
+      ++users[k];
+    }
+  std::vector<std::size_t> open(flows.size());
+  for (std::size_t i = 0; i < flows.size(); ++i) open[i] = i;
   std::vector<char> saturated(cap_left.size());
   while (!open.empty()) {
     // The lowest fair share over resources still in use, or the lowest own cap.
     double level = std::numeric_limits<double>::infinity();
     for (std::size_t r = 0; r < cap_left.size(); ++r)
       if (users[r] > 0) level = std::min(level, cap_left[r] / users[r]);
-    for (FlowId id : open) level = std::min(level, flows_[static_cast<std::size_t>(id)].cap);
+    for (std::size_t i : open) level = std::min(level, flows_[static_cast<std::size_t>(flows[i])].cap);
     const double tol = level * 1e-12;
     for (std::size_t r = 0; r < cap_left.size(); ++r) saturated[r] = users[r] > 0 && cap_left[r] / users[r] <= level + tol;
-    std::vector<FlowId> still_open;
-    for (FlowId id : open) {
-      Flow& f = flows_[static_cast<std::size_t>(id)];
-      const auto& path = topo_.route(f.src, f.dst).resources;
-      const bool bottlenecked = f.cap <= level + tol ||
-                                std::any_of(path.begin(), path.end(), [&](int r) { return saturated[static_cast<std::size_t>(r)] != 0; });
+    std::vector<std::size_t> still_open;
+    for (std::size_t i : open) {
+      const bool bottlenecked = flows_[static_cast<std::size_t>(flows[i])].cap <= level + tol ||
+                                std::any_of(local_path[i].begin(), local_path[i].end(),
+                                            [&](int r) { return saturated[static_cast<std::size_t>(r)] != 0; });
       if (!bottlenecked) {
-        still_open.push_back(id);
+        still_open.push_back(i);
         continue;
       }
-      f.rate = level;
-      for (int r : path) cap_left[static_cast<std::size_t>(r)] -= level, --users[static_cast<std::size_t>(r)];
+      rate[i] = level;
+      for (int r : local_path[i]) cap_left[static_cast<std::size_t>(r)] -= level, --users[static_cast<std::size_t>(r)];
     }
     open.swap(still_open);
   }
 }
 
-void Fabric::retime() {
-  std::vector<double> old_rate;
-  old_rate.reserve(active_.size());
-  for (FlowId id : active_) old_rate.push_back(flows_[static_cast<std::size_t>(id)].rate);
-  assign_max_min_rates();
-  std::vector<double> out(egress_rate_.size(), 0.0), in(ingress_rate_.size(), 0.0);
-  for (std::size_t a = 0; a < active_.size(); ++a) {
-    const FlowId id = active_[a];
+// Only transfers that share a link (transitively) with the one that started or
+// ended can change rate; the max-min solution elsewhere is untouched.
+void Fabric::retime(const std::vector<int>& changed_resources) {
+  const std::vector<FlowId> flows = component(changed_resources);
+  std::vector<double> rate(flows.size(), 0.0);
+  assign_max_min_rates(flows, rate);
+  rates_solved_ += flows.size();
+  std::vector<int> touched_gpus;
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const FlowId id = flows[i];
     Flow& f = flows_[static_cast<std::size_t>(id)];
-    out[static_cast<std::size_t>(f.src)] += f.rate;
-    in[static_cast<std::size_t>(f.dst)] += f.rate;
-    // Only transfers whose rate changed need a new completion time.
-    if (f.rate == old_rate[a] && sim_.pending(f.done_event)) continue;
+    if (rate[i] == f.rate && sim_.pending(f.done_event)) continue;
+    settle(f);
+    egress_rate_[static_cast<std::size_t>(f.src)] += rate[i] - f.rate;
+    ingress_rate_[static_cast<std::size_t>(f.dst)] += rate[i] - f.rate;
+    touched_gpus.push_back(f.src);
+    touched_gpus.push_back(f.dst);
+    f.rate = rate[i];
     sim_.cancel(f.done_event);
     f.done_event = sim_.schedule_after(duration_for(f.remaining, f.rate), [this, id] { finish(id); });
   }
-  for (std::size_t g = 0; g < out.size(); ++g) {
-    if (out[g] == egress_rate_[g] && in[g] == ingress_rate_[g]) continue;
-    egress_rate_[g] = out[g];
-    ingress_rate_[g] = in[g];
-    if (observer_) observer_(sim_.now(), static_cast<int>(g), out[g], in[g]);
+  std::sort(touched_gpus.begin(), touched_gpus.end());
+  touched_gpus.erase(std::unique(touched_gpus.begin(), touched_gpus.end()), touched_gpus.end());
+  for (int g : touched_gpus) {
+    // Sums of doubles drift; a port with nothing on it reports exactly zero.
+    const auto gi = static_cast<std::size_t>(g);
+    if (egress_rate_[gi] < 1e-15) egress_rate_[gi] = 0;
+    if (ingress_rate_[gi] < 1e-15) ingress_rate_[gi] = 0;
+    if (observer_) observer_(sim_.now(), g, egress_rate_[gi], ingress_rate_[gi]);
   }
 }
 
 void Fabric::finish(FlowId id) {
-  advance_to_now();
   Flow& f = flows_[static_cast<std::size_t>(id)];
+  settle(f);
   // Rounding the completion time up can leave a sliver; the last byte lands now.
   egress_bytes_[static_cast<std::size_t>(f.src)] += f.remaining;
   f.remaining = 0;
   bytes_delivered_ += f.total;
-  active_.erase(std::find(active_.begin(), active_.end(), id));
+  egress_rate_[static_cast<std::size_t>(f.src)] -= f.rate;
+  ingress_rate_[static_cast<std::size_t>(f.dst)] -= f.rate;
+  f.rate = 0;
+  for (int r : path(id)) {
+    auto& u = users_[static_cast<std::size_t>(r)];
+    u.erase(std::find(u.begin(), u.end(), id));
+  }
   auto done = std::move(f.on_done);
-  retime();
+  // The finished flow's own ports changed even when no other flow is left on them.
+  for (int g : {f.src, f.dst}) {
+    const auto gi = static_cast<std::size_t>(g);
+    if (egress_rate_[gi] < 1e-15) egress_rate_[gi] = 0;
+    if (ingress_rate_[gi] < 1e-15) ingress_rate_[gi] = 0;
+    if (observer_) observer_(sim_.now(), g, egress_rate_[gi], ingress_rate_[gi]);
+  }
+  request_retime(path(id));
   if (done) done();
 }
 

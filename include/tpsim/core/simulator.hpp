@@ -47,11 +47,10 @@ class Simulator {
     std::uint32_t slot;
     std::uint32_t generation;
   };
-  struct Later {
-    bool operator()(const Entry& a, const Entry& b) const {
-      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-    }
-  };
+  static bool earlier(const Entry& a, const Entry& b) { return a.time != b.time ? a.time < b.time : a.seq < b.seq; }
+  // A 4-ary min-heap: half the levels of a binary heap, children adjacent in memory.
+  void heap_push(const Entry& e);
+  Entry heap_pop();
   struct Slot {
     Callback cb;
     std::uint32_t generation = 0;

@@ -26,8 +26,11 @@ class Fabric {
   int gpus() const { return topo_.gpus(); }
   double rate(FlowId id) const { return flows_[static_cast<std::size_t>(id)].rate; }
   double bytes_started() const { return bytes_started_; }
+  // How many transfer rates have been solved in all (re-timing work done).
+  std::uint64_t rates_solved() const { return rates_solved_; }
   double bytes_delivered() const { return bytes_delivered_; }
   // Integral of egress rate over time, per GPU: equals the bytes it sent.
+  // (Settled at every rate change and at the end of each transfer.)
   double egress_bytes(int gpu) const { return egress_bytes_[static_cast<std::size_t>(gpu)]; }
   // Called with (now, gpu, egress bytes/ps, ingress bytes/ps) whenever either changes.
   void set_rate_observer(std::function<void(Tick, int, double, double)> obs) { observer_ = std::move(obs); }
@@ -36,22 +39,30 @@ class Fabric {
   struct Flow {
     int src = 0, dst = 0;
     double total = 0, remaining = 0, rate = 0, cap = 0;
+    Tick since = 0;  // remaining is as of this time
+    std::uint64_t seen = 0;  // last component search that reached it
     EventHandle done_event;
     std::function<void()> on_done;
   };
 
+  const std::vector<int>& path(FlowId id) const;
+  void settle(Flow& f);
   void activate(FlowId id);
-  void advance_to_now();
-  void retime();
-  void assign_max_min_rates();
+  std::vector<FlowId> component(const std::vector<int>& seeds);
+  void assign_max_min_rates(const std::vector<FlowId>& flows, std::vector<double>& rate) const;
+  void retime(const std::vector<int>& changed_resources);
+  void request_retime(const std::vector<int>& resources);
   void finish(FlowId id);
 
   Simulator& sim_;
   Topology topo_;
   std::vector<Flow> flows_;
-  std::vector<FlowId> active_;
-  Tick last_advance_ = 0;
+  std::vector<std::vector<FlowId>> users_;  // per resource: active flows crossing it
   double bytes_started_ = 0, bytes_delivered_ = 0;
+  std::uint64_t rates_solved_ = 0;
+  std::uint64_t epoch_ = 0;
+  std::vector<int> pending_resources_;
+  bool retime_scheduled_ = false;
   std::vector<double> egress_bytes_;
   std::vector<double> egress_rate_;
   std::vector<double> ingress_rate_;
