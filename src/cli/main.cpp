@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/app/run_scenario.hpp"
+#include "tpsim/core/invariant.hpp"
 #include "tpsim/io/chrome_trace.hpp"
 #include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
@@ -102,6 +103,9 @@ int main(int argc, char** argv) {
     }
     if (*hw_list) std::cout << tpsim::hardware_list();
     if (*hw_show) std::cout << tpsim::hardware_show(hw_name);
+  } catch (const tpsim::SimulationLimit& e) {
+    std::cerr << "tpsim: error: " << e.what() << "\n";
+    return 2;
   } catch (const tpsim::InputError& e) {
     std::cerr << "tpsim: error: " << e.what() << "\n";
     return 2;

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "tpsim/core/invariant.hpp"
+
 namespace tpsim {
 
 std::uint32_t Simulator::take_slot(Callback cb) {
@@ -58,6 +62,8 @@ Simulator::Entry Simulator::heap_pop() {
 }
 
 EventHandle Simulator::schedule_at(Tick t, Callback cb) {
+  if (heap_.size() >= kMaxEventsPending)
+    throw SimulationLimit(fmt::format("more than {} events pending at once: the model is too large to simulate", kMaxEventsPending));
   const std::uint32_t slot = take_slot(std::move(cb));
   const std::uint32_t gen = slots_[slot].generation;
   heap_push(Entry{std::max(t, now_), next_seq_++, slot, gen});
@@ -83,7 +89,8 @@ std::uint64_t Simulator::run() {
     now_ = e.time;
     Callback cb = std::move(slots_[e.slot].cb);
     free_slot(e.slot);
-    ++fired_;
+    if (++fired_ > kMaxEventsFired)
+      throw SimulationLimit(fmt::format("more than {} events: the simulation was stopped", kMaxEventsFired));
     cb();
   }
   return fired_ - before;

@@ -5,12 +5,16 @@
 #include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
 
+#include "tpsim/core/invariant.hpp"
+
 namespace tpsim {
 
 Dag::Dag(int ranks) : ranks_(ranks), program_(static_cast<std::size_t>(ranks)), last_on_stream_(static_cast<std::size_t>(ranks)) {}
 
 OpId Dag::add(int rank, int stream, std::string name, OpPayload payload) {
   if (rank < 0 || rank >= ranks_ || stream < 0) throw std::logic_error("op on a rank or stream that does not exist");
+  if (boost::num_vertices(*g_) >= kMaxOps)
+    throw SimulationLimit(fmt::format("the op graph would have more than {} ops: simulate fewer layers or GPUs", kMaxOps));
   const OpId id = boost::add_vertex(Op{std::move(name), rank, stream, std::move(payload)}, *g_);
   auto& last = last_on_stream_[static_cast<std::size_t>(rank)];
   if (last.size() <= static_cast<std::size_t>(stream)) last.resize(static_cast<std::size_t>(stream) + 1, -1);
@@ -23,7 +27,13 @@ OpId Dag::add(int rank, int stream, std::string name, OpPayload payload) {
       record_for_event_.resize(static_cast<std::size_t>(r->event) + 1, -1);
     record_for_event_[static_cast<std::size_t>(r->event)] = static_cast<long>(id);
   }
-  if (const auto* w = std::get_if<WaitOp>(&(*g_)[id].payload)) boost::add_edge(record_of(w->event), id, *g_);
+  if (const auto* w = std::get_if<WaitOp>(&(*g_)[id].payload)) {
+    try {
+      boost::add_edge(record_of(w->event), id, *g_);
+    } catch (const std::logic_error& e) {
+      throw std::logic_error(fmt::format("rank {} stream {} '{}': {}", rank, stream, (*g_)[id].name, e.what()));
+    }
+  }
   return id;
 }
 

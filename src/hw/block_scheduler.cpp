@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "tpsim/core/invariant.hpp"
+
 namespace tpsim {
 
 BlockScheduler::BlockScheduler(Simulator& sim, const SmSpec& spec)
@@ -32,6 +36,11 @@ void BlockScheduler::occupy(int index, const BlockResources& b, int delta) {
   sm.used.blocks += delta * b.blocks;
   sm.blocks += delta;
   busy_sms_ += (sm.blocks > 0) - was_busy;
+  const auto& c = capacity_;
+  if (sm.used.threads > c.threads || sm.used.registers > c.registers || sm.used.shared_bytes > c.shared_bytes ||
+      sm.used.blocks > c.blocks || sm.used.threads < 0 || sm.blocks < 0)
+    throw InvariantViolation(fmt::format("SM {} oversubscribed or freed twice ({} threads, {} registers, {} B shared, {} blocks)",
+                                         index, sm.used.threads, sm.used.registers, sm.used.shared_bytes, sm.blocks));
 }
 
 BlockScheduler::KernelId BlockScheduler::launch(KernelRequest req) {

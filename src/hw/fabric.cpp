@@ -4,6 +4,10 @@
 #include <limits>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "tpsim/core/invariant.hpp"
+
 namespace tpsim {
 
 Fabric::Fabric(Simulator& sim, Topology topology)
@@ -126,6 +130,22 @@ void Fabric::assign_max_min_rates(const std::vector<FlowId>& flows, std::vector<
   }
 }
 
+void Fabric::check_capacity(const std::vector<FlowId>& flows, const std::vector<double>& rate) const {
+  std::vector<std::pair<int, double>> load;
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    if (!(rate[i] >= 0) || rate[i] > flows_[static_cast<std::size_t>(flows[i])].cap * (1 + 1e-9))
+      throw InvariantViolation(fmt::format("transfer {} given rate {} beyond its own cap", flows[i], rate[i]));
+    for (int r : path(flows[i])) {
+      auto it = std::find_if(load.begin(), load.end(), [r](const auto& l) { return l.first == r; });
+      if (it == load.end()) load.emplace_back(r, rate[i]);
+      else it->second += rate[i];
+    }
+  }
+  for (const auto& [r, total] : load)
+    if (total > topo_.capacity(r) * (1 + 1e-9))
+      throw InvariantViolation(fmt::format("{} carries {:.6g} bytes/ps, above its {:.6g}", topo_.name(r), total, topo_.capacity(r)));
+}
+
 // Only transfers that share a link (transitively) with the one that started or
 // ended can change rate; the max-min solution elsewhere is untouched.
 void Fabric::retime(const std::vector<int>& changed_resources) {
@@ -133,6 +153,7 @@ void Fabric::retime(const std::vector<int>& changed_resources) {
   std::vector<double> rate(flows.size(), 0.0);
   assign_max_min_rates(flows, rate);
   rates_solved_ += flows.size();
+  check_capacity(flows, rate);
   std::vector<int> touched_gpus;
   for (std::size_t i = 0; i < flows.size(); ++i) {
     const FlowId id = flows[i];

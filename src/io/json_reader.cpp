@@ -41,7 +41,7 @@ void fail_at(const std::string& path, const std::string& problem) {
 Json parse_json_text(const std::string& text, const std::string& source) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for numbers too big for a double
     std::string what = e.what();
     // nlohmann prefixes "[json.exception.parse_error.101] parse error at ..."; keep the useful tail.
     const auto pos = what.find("] ");

@@ -1,6 +1,10 @@
 #include "tpsim/runtime/executor.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
+
+#include "tpsim/core/invariant.hpp"
 
 #include "machine.hpp"
 
@@ -47,6 +51,7 @@ Timeline Machine::run() {
     for (int s = 0; s < dag_.streams(r); ++s) advance(r, s);
   sim_.run();
   check_finished();
+  check_invariants();
   tl_.events = sim_.events_fired();
   for (int r = 0; r < dag_.ranks(); ++r) {
     tl_.egress_bytes.push_back(fabric_.egress_bytes(r));
@@ -150,6 +155,23 @@ void Machine::on_busy_change(int rank, Tick t, int busy) {
 double Machine::hbm_left(int rank) const {
   const double total = hw_.memory.hbm_bytes_per_ps;
   return std::max(0.1 * total, total - ranks_[static_cast<std::size_t>(rank)].nvlink_bytes_per_ps);
+}
+
+// After a run: bytes conserved, and no op before its dependencies.
+void Machine::check_invariants() const {
+  const double sent = fabric_.bytes_started(), delivered = fabric_.bytes_delivered();
+  double egress = 0;
+  for (int r = 0; r < dag_.ranks(); ++r) egress += fabric_.egress_bytes(r);
+  if (delivered != sent || std::abs(egress - sent) > 1e-6 * std::max(1.0, sent))
+    throw InvariantViolation(fmt::format("bytes not conserved: {} sent, {} delivered, {} through the ports", sent, delivered, egress));
+  const auto& g = dag_.graph();
+  for (auto [e, end] = boost::edges(g); e != end; ++e) {
+    const OpId u = boost::source(*e, g), v = boost::target(*e, g);
+    const OpTiming &tu = tl_.ops[u], &tv = tl_.ops[v];
+    if (tv.start < tu.end || tv.start < tv.ready || tv.end < tv.start)
+      throw InvariantViolation(fmt::format("'{}' (rank {}) ran at {} ps before its dependency '{}' ended at {} ps",
+                                           dag_.op(v).name, dag_.op(v).rank, tv.start, dag_.op(u).name, tu.end));
+  }
 }
 
 void Machine::check_finished() const {

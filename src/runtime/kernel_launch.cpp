@@ -76,7 +76,8 @@ void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& r
   const RingPlan plan = plan_ring(c.kind, c.buffer_bytes, dag_.ranks(), hw_, ring_link_capacity());
   if (tl_.detailed) tl_.ops[id].detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
   req.block = nccl_block(*plan.protocol);
-  req.blocks = plan.channels;
+  // A kernel whose blocks must all be resident at once can use no more than fit.
+  req.blocks = std::min<std::int64_t>(plan.channels, hw_.sm.count);
   req.held = true;
   req.on_resident = [this, id, group = c.group, plan] {
     rendezvous_.arrive(group, id, [this, plan](const std::vector<OpId>& members) { run_ring(members, plan); });
@@ -111,7 +112,7 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
   const NcclProtocol& proto = p2p_protocol(largest);
   if (tl_.detailed) tl_.ops[id].detail = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
   req.block = nccl_block(proto);
-  req.blocks = hw_.nccl.p2p_channels;
+  req.blocks = std::min(hw_.nccl.p2p_channels, hw_.sm.count);
   req.held = true;
   req.on_resident = [this, id, group = s.group, &proto] {
     rendezvous_.arrive(group, id, [this, &proto](const std::vector<OpId>& members) { run_sendrecv(members, proto); });

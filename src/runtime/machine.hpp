@@ -49,6 +49,7 @@ class Machine {
   void finish(OpId id);
   void start_copy(OpId id, const CopyOp& c);
   void check_finished() const;
+  void check_invariants() const;
   double hbm_left(int rank) const;
   void on_busy_change(int rank, Tick t, int busy);
 

@@ -95,7 +95,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& dir) {
   OrderedJson doc;
   try {
     doc = OrderedJson::parse(text);
-  } catch (const OrderedJson::parse_error& e) {
+  } catch (const OrderedJson::exception& e) {  // parse_error, and out_of_range for numbers too big for a double
     const std::string what = e.what();
     const auto pos = what.find("] ");
     throw InputError(fmt::format("malformed JSON: {}", pos == std::string::npos ? what : what.substr(pos + 2)));

@@ -55,6 +55,8 @@ TEST_CASE("Bad scenarios are rejected with the JSON path and the problem", "[io]
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 1, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1}})"),
              Contains("$.gpus: allgather_matmul needs at least 2 GPUs"));
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16"})"), Contains("$: missing required key \"workload\""));
+  // Found by fuzzing: a number too large for a double is bad input, not an internal error.
+  CHECK_THAT(error_of(R"({"gpus": 66666666e66666666666666666666666666666666})"), Contains("scenario: malformed JSON: number overflow"));
 }
 
 TEST_CASE("Bad hardware files name the JSON path of the problem", "[io][hardware]") {

@@ -28,6 +28,11 @@ class Simulator {
  public:
   using Callback = std::function<void()>;
 
+  // Bounds that keep a runaway model from exhausting memory or never ending
+  // (SimulationLimit): events fired in one run, and events pending at once.
+  static constexpr std::uint64_t kMaxEventsFired = 500'000'000;
+  static constexpr std::size_t kMaxEventsPending = 50'000'000;
+
   Tick now() const { return now_; }
   // Schedules `cb` at absolute time `t` (clamped to now: the past is gone).
   EventHandle schedule_at(Tick t, Callback cb);

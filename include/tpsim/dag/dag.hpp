@@ -18,6 +18,9 @@ using OpId = DagGraph::vertex_descriptor;
 
 class Dag {
  public:
+  // Past this many ops (about 1.3 GB of DAG) building stops with SimulationLimit.
+  static constexpr std::size_t kMaxOps = 4'000'000;
+
   explicit Dag(int ranks);
 
   // Appends an op to (rank, stream); it depends on the stream's previous op.

@@ -51,6 +51,7 @@ class Fabric {
   std::vector<FlowId> component(const std::vector<int>& seeds);
   void assign_max_min_rates(const std::vector<FlowId>& flows, std::vector<double>& rate) const;
   void retime(const std::vector<int>& changed_resources);
+  void check_capacity(const std::vector<FlowId>& flows, const std::vector<double>& rate) const;
   void request_retime(const std::vector<int>& resources);
   void finish(FlowId id);
 
