@@ -105,20 +105,6 @@ std::int64_t ObjectReader::positive_int_or(const std::string& key, std::int64_t 
   return has(key) ? positive_int(key) : fallback;
 }
 
-double ObjectReader::positive_number(const std::string& key) const {
-  const Json& v = at(key);
-  if (!v.is_number()) fail_at(child_path(key), fmt::format("must be a number, got {}", type_name(v)));
-  const double d = v.get<double>();
-  if (!(d > 0) || !std::isfinite(d)) fail_at(child_path(key), fmt::format("must be positive, got {}", v.dump()));
-  return d;
-}
-
-double ObjectReader::fraction(const std::string& key) const {
-  const double d = positive_number(key);
-  if (d > 1.0) fail_at(child_path(key), fmt::format("must be a fraction in (0, 1], got {}", d));
-  return d;
-}
-
 std::string ObjectReader::string(const std::string& key) const { return as_string(at(key), child_path(key)); }
 
 std::optional<std::string> ObjectReader::optional_string(const std::string& key) const {

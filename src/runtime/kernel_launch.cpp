@@ -79,17 +79,17 @@ void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& r
   // A kernel whose blocks must all be resident at once can use no more than fit.
   req.blocks = std::min<std::int64_t>(plan.channels, hw_.sm.count);
   req.held = true;
-  req.on_resident = [this, id, group = c.group, plan] {
-    rendezvous_.arrive(group, id, [this, plan](const std::vector<OpId>& members) { run_ring(members, plan); });
+  req.on_resident = [this, group = c.group, plan] {
+    rendezvous_.arrive(group, [this, plan](const std::vector<OpId>& members) { run_ring(members, plan); });
   };
 }
 
-void Machine::barrier_kernel(OpId id, const BarrierOp& b, KernelRequest& req) {
+void Machine::barrier_kernel(OpId /*id*/, const BarrierOp& b, KernelRequest& req) {
   req.block = hw_.barrier.block;
   req.blocks = 1;
   req.held = true;
-  req.on_resident = [this, id, group = b.group] {
-    rendezvous_.arrive(group, id, [this](const std::vector<OpId>& members) {
+  req.on_resident = [this, group = b.group] {
+    rendezvous_.arrive(group, [this](const std::vector<OpId>& members) {
       sim_.schedule_after(hw_.barrier.latency, [this, members] { release_all(members); });
     });
   };
@@ -114,8 +114,8 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
   req.block = nccl_block(proto);
   req.blocks = std::min(hw_.nccl.p2p_channels, hw_.sm.count);
   req.held = true;
-  req.on_resident = [this, id, group = s.group, &proto] {
-    rendezvous_.arrive(group, id, [this, &proto](const std::vector<OpId>& members) { run_sendrecv(members, proto); });
+  req.on_resident = [this, group = s.group, &proto] {
+    rendezvous_.arrive(group, [this, &proto](const std::vector<OpId>& members) { run_sendrecv(members, proto); });
   };
 }
 
@@ -128,8 +128,8 @@ void Machine::fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req
   req.blocks = grid;
   req.draws_memory = true;
   req.held = true;
-  req.on_resident = [this, id, group = f.group, plan, grid] {
-    rendezvous_.arrive(group, id, [this, plan, grid](const std::vector<OpId>& members) {
+  req.on_resident = [this, group = f.group, plan, grid] {
+    rendezvous_.arrive(group, [this, plan, grid](const std::vector<OpId>& members) {
       run_fused_round(members, plan, grid, 0);
     });
   };

@@ -3,7 +3,7 @@
 namespace tpsim {
 
 Rendezvous::Rendezvous(const Dag& dag)
-    : members_(static_cast<std::size_t>(dag.groups())), arrived_(members_.size(), 0), last_(members_.size(), 0),
+    : members_(static_cast<std::size_t>(dag.groups())), arrived_(members_.size(), 0),
       ranks_(dag.ranks()) {
   for (OpId id = 0; id < dag.size(); ++id) {
     const int g = rendezvous_group(dag.op(id));
@@ -11,9 +11,8 @@ Rendezvous::Rendezvous(const Dag& dag)
   }
 }
 
-void Rendezvous::arrive(int group, OpId op, const std::function<void(const std::vector<OpId>&)>& on_all) {
+void Rendezvous::arrive(int group, const std::function<void(const std::vector<OpId>&)>& on_all) {
   const auto g = static_cast<std::size_t>(group);
-  last_[g] = op;
   if (++arrived_[g] == ranks_) on_all(members_[g]);
 }
 

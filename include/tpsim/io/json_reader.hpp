@@ -37,8 +37,6 @@ class ObjectReader {
 
   std::int64_t positive_int(const std::string& key) const;
   std::int64_t positive_int_or(const std::string& key, std::int64_t fallback) const;
-  double positive_number(const std::string& key) const;
-  double fraction(const std::string& key) const;  // in (0, 1]
   std::string string(const std::string& key) const;
   std::optional<std::string> optional_string(const std::string& key) const;
   ObjectReader object(const std::string& key, std::vector<std::string> allowed) const;

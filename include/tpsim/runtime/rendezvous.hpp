@@ -12,16 +12,13 @@ namespace tpsim {
 class Rendezvous {
  public:
   explicit Rendezvous(const Dag& dag);
-  // Records `op`'s arrival; when it completes the group, calls `on_all` with every member.
-  void arrive(int group, OpId op, const std::function<void(const std::vector<OpId>&)>& on_all);
+  // Records one rank's arrival; when it completes the group, calls `on_all` with every member.
+  void arrive(int group, const std::function<void(const std::vector<OpId>&)>& on_all);
   const std::vector<OpId>& members(int group) const { return members_[static_cast<std::size_t>(group)]; }
-  // The op of the group that arrived last (once complete).
-  OpId last_arrival(int group) const { return last_[static_cast<std::size_t>(group)]; }
 
  private:
   std::vector<std::vector<OpId>> members_;
   std::vector<int> arrived_;
-  std::vector<OpId> last_;
   int ranks_;
 };
 
