@@ -14,6 +14,8 @@
 #include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/result_writers.hpp"
+#include "tpsim/cuda/launch_plan.hpp"
+#include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
 
 namespace {
@@ -36,6 +38,21 @@ int run_command(const std::string& scenario_file, const std::string& trace_file,
     std::cout << tpsim::format_table(r);
     if (!trace_file.empty()) std::cout << fmt::format("trace: {} (open in https://ui.perfetto.dev)\n", trace_file);
   }
+  return 0;
+}
+
+int measure_command(const std::string& file, bool dry_run, const std::string& json_out) {
+  if (!dry_run)
+    throw tpsim::InputError("running DAGs on GPUs is not implemented in this build yet; --dry-run prints the launch plan");
+  const tpsim::Scenario s = tpsim::load_scenario_file(file);
+  tpsim::Json all = tpsim::Json::array();
+  for (const std::string& v : s.variants) {
+    const tpsim::Dag dag = tpsim::build_dag(s, v);
+    const tpsim::LaunchPlan plan = tpsim::plan_launches(dag);
+    std::cout << fmt::format("== {}\n{}", v, tpsim::format_launch_plan(plan, dag));
+    all.push_back({{"variant", v}, {"plan", tpsim::launch_plan_json(plan, dag)}});
+  }
+  if (!json_out.empty()) write_file(json_out, all.dump(2) + "\n");
   return 0;
 }
 
@@ -81,6 +98,12 @@ int main(int argc, char** argv) {
   sweep->add_option("--markdown", sweep_opts.markdown, "also write a Markdown table of speedups");
   sweep->add_option("--jobs", sweep_opts.jobs, "threads (default: every core)")->check(CLI::NonNegativeNumber);
   sweep->add_option("--shard", shard, "I/N: run the I-th of N deterministic slices of the points (0-based)");
+  std::string measure_scenario, measure_out;
+  bool dry_run = false;
+  auto* measure = app.add_subcommand("measure", "run the scenario's DAGs on real GPUs (now: --dry-run prints the launch plan)");
+  measure->add_option("scenario", measure_scenario, "scenario JSON file")->required();
+  measure->add_flag("--dry-run", dry_run, "print each rank's CUDA launch plan instead of running it");
+  measure->add_option("-o,--output", measure_out, "write the launch plan as JSON to FILE");
   std::vector<std::string> merge_inputs;
   std::string merge_output, merge_markdown;
   auto* merge = app.add_subcommand("merge", "join the CSVs of a sweep's shards into one");
@@ -96,6 +119,7 @@ int main(int argc, char** argv) {
   try {
     if (*run) return run_command(scenario, trace, json);
     if (*sweep) return sweep_command(sweep_file, shard, sweep_opts);
+    if (*measure) return measure_command(measure_scenario, dry_run, measure_out);
     if (*merge) {
       tpsim::merge_sweep_csvs(merge_inputs, merge_output);
       if (!merge_markdown.empty()) tpsim::write_markdown_from_csv(merge_output, merge_markdown);

@@ -62,5 +62,10 @@ if "$tpsim" hardware list | grep -q h100_sxm && "$tpsim" hardware show h200 | gr
 "$tpsim" hardware show h100_smx > /dev/null 2> "$work/err"; rc=$?
 if [ $rc = 2 ] && grep -q 'did you mean "h100_sxm"' "$work/err"; then echo "ok hardware show typo"; else echo "FAIL hardware show typo: exit $rc"; fails=$((fails+1)); fi
 
+# measure: the launch plan without a GPU.
+if "$tpsim" measure "$root/scenarios/quickstart.json" --dry-run -o "$work/plan.json" > "$work/plan.txt" && grep -q cudaMemcpyPeerAsync "$work/plan.txt" && grep -q '"ranks"' "$work/plan.json"; then echo "ok measure --dry-run"; else echo "FAIL measure --dry-run"; fails=$((fails+1)); fi
+"$tpsim" measure "$root/scenarios/quickstart.json" > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 2 ] && grep -q "not implemented" "$work/err"; then echo "ok measure without --dry-run says so"; else echo "FAIL measure: exit $rc"; fails=$((fails+1)); fi
+
 echo "cli contract: $fails failed"
 [ "$fails" = 0 ]

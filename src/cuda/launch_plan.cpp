@@ -1,0 +1,140 @@
+#include "tpsim/cuda/launch_plan.hpp"
+
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+}  // namespace
+
+std::string_view launch_kind_name(LaunchKind k) {
+  switch (k) {
+    case LaunchKind::gemm: return "cublasLtMatmul";
+    case LaunchKind::elementwise: return "elementwise_kernel";
+    case LaunchKind::attention: return "attention_kernel";
+    case LaunchKind::fused_gemm: return "fused_ring_gemm";
+    case LaunchKind::memcpy_peer: return "cudaMemcpyPeerAsync";
+    case LaunchKind::nccl_collective: return "nccl_collective";
+    case LaunchKind::nccl_sendrecv: return "nccl_send_recv";
+    case LaunchKind::barrier: return "peer_flag_barrier";
+    case LaunchKind::event_record: return "cudaEventRecord";
+    case LaunchKind::event_wait: return "cudaStreamWaitEvent";
+  }
+  return "?";
+}
+
+LaunchPlan plan_launches(const Dag& dag) {
+  LaunchPlan plan;
+  plan.groups = dag.groups();
+  std::vector<std::vector<int>> group_ranks(static_cast<std::size_t>(dag.groups()));
+  for (int r = 0; r < dag.ranks(); ++r) {
+    RankPlan rp;
+    rp.rank = r;
+    rp.streams = dag.streams(r);
+    std::map<int, int> slot_of_event;  // DAG event -> this rank's cudaEvent index
+    for (OpId id : dag.program(r)) {
+      const Op& op = dag.op(id);
+      Launch l;
+      l.op = id;
+      l.stream = op.stream;
+      l.group = rendezvous_group(op);
+      if (l.group >= 0) group_ranks[static_cast<std::size_t>(l.group)].push_back(r);
+      std::visit(
+          Overloaded{
+              [&](const GemmOp& g) {
+                l.kind = LaunchKind::gemm;
+                l.args = fmt::format("m={} n={} k={} {}", g.problem.m, g.problem.n, g.problem.k, dtype_name(g.problem.dtype));
+              },
+              [&](const ElementwiseOp& e) {
+                l.kind = LaunchKind::elementwise;
+                l.args = fmt::format("read {:.0f} B, write {:.0f} B", e.bytes_read, e.bytes_written);
+              },
+              [&](const AttentionOp& a) {
+                l.kind = LaunchKind::attention;
+                l.args = fmt::format("tokens={} seq={} heads={} kv_heads={} head_dim={}{}", a.tokens, a.seq_len, a.heads,
+                                     a.kv_heads, a.head_dim, a.backward ? " backward" : "");
+              },
+              [&](const FusedRingGemmOp& f) {
+                l.kind = LaunchKind::fused_gemm;
+                l.args = fmt::format("m={} n={} k={} x {} steps, send {:.0f} B to {}", f.step.m, f.step.n, f.step.k, f.steps,
+                                     f.send_bytes, f.send_to);
+              },
+              [&](const CopyOp& c) {
+                l.kind = LaunchKind::memcpy_peer;
+                l.args = fmt::format("{:.0f} B from GPU {} to GPU {}", c.bytes, c.src_rank, c.dst_rank);
+              },
+              [&](const CollectiveOp& c) {
+                l.kind = LaunchKind::nccl_collective;
+                l.args = fmt::format("{} {:.0f} B", c.kind == CollectiveKind::all_gather ? "ncclAllGather" : "ncclReduceScatter",
+                                     c.buffer_bytes);
+              },
+              [&](const SendRecvOp& s) {
+                l.kind = LaunchKind::nccl_sendrecv;
+                std::vector<std::string> parts;
+                for (const auto& t : s.sends) parts.push_back(fmt::format("send {:.0f} B to {}", t.bytes, t.peer));
+                l.args = fmt::format("{}", fmt::join(parts, ", "));
+              },
+              [&](const BarrierOp&) { l.kind = LaunchKind::barrier; },
+              [&](const RecordOp& rec) {
+                l.kind = LaunchKind::event_record;
+                l.event_slot = slot_of_event.emplace(rec.event, static_cast<int>(slot_of_event.size())).first->second;
+              },
+              [&](const WaitOp& w) {
+                l.kind = LaunchKind::event_wait;
+                const auto it = slot_of_event.find(w.event);
+                if (it == slot_of_event.end())
+                  throw std::logic_error(fmt::format("rank {} '{}': waits on an event not recorded earlier on this rank", r, op.name));
+                l.event_slot = it->second;
+              }},
+          op.payload);
+      rp.launches.push_back(std::move(l));
+    }
+    rp.events = static_cast<int>(slot_of_event.size());
+    plan.ranks.push_back(std::move(rp));
+  }
+  for (std::size_t g = 0; g < group_ranks.size(); ++g)
+    if (static_cast<int>(group_ranks[g].size()) != dag.ranks())
+      throw std::logic_error(fmt::format("group {} is called by {} of {} ranks: NCCL would hang", g, group_ranks[g].size(), dag.ranks()));
+  return plan;
+}
+
+std::string format_launch_plan(const LaunchPlan& plan, const Dag& dag) {
+  std::string out;
+  for (const RankPlan& rp : plan.ranks) {
+    out += fmt::format("rank {}: {} streams, {} events\n", rp.rank, rp.streams, rp.events);
+    for (const Launch& l : rp.launches) {
+      std::string extra = l.args;
+      if (l.event_slot >= 0) extra = fmt::format("event {}", l.event_slot);
+      if (l.group >= 0) extra = fmt::format("group {}{}{}", l.group, extra.empty() ? "" : ", ", extra);
+      out += fmt::format("  stream {}  {:<20} {:<36} {}\n", l.stream, launch_kind_name(l.kind), dag.op(l.op).name, extra);
+    }
+  }
+  return out;
+}
+
+Json launch_plan_json(const LaunchPlan& plan, const Dag& dag) {
+  Json ranks = Json::array();
+  for (const RankPlan& rp : plan.ranks) {
+    Json launches = Json::array();
+    for (const Launch& l : rp.launches) {
+      Json j{{"call", std::string(launch_kind_name(l.kind))}, {"stream", l.stream}, {"op", dag.op(l.op).name}};
+      if (l.event_slot >= 0) j["event"] = l.event_slot;
+      if (l.group >= 0) j["group"] = l.group;
+      if (!l.args.empty()) j["args"] = l.args;
+      launches.push_back(j);
+    }
+    ranks.push_back({{"rank", rp.rank}, {"streams", rp.streams}, {"events", rp.events}, {"launches", launches}});
+  }
+  return Json{{"groups", plan.groups}, {"ranks", ranks}};
+}
+
+}  // namespace tpsim
