@@ -1,20 +1,13 @@
 #include "tpsim/cuda/launch_plan.hpp"
 
+#include "tpsim/core/overloaded.hpp"
+
 #include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace tpsim {
-
-namespace {
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
-}  // namespace
 
 std::string_view launch_kind_name(LaunchKind k) {
   switch (k) {

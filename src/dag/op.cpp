@@ -1,15 +1,8 @@
 #include "tpsim/dag/op.hpp"
 
-namespace tpsim {
+#include "tpsim/core/overloaded.hpp"
 
-namespace {
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
-}  // namespace
+namespace tpsim {
 
 std::string_view op_kind_name(const Op& op) {
   return std::visit(Overloaded{[](const GemmOp&) { return "gemm"; }, [](const CopyOp&) { return "copy"; },
