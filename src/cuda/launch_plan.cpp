@@ -1,11 +1,11 @@
 #include "tpsim/cuda/launch_plan.hpp"
 
-#include "tpsim/core/overloaded.hpp"
-
 #include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "tpsim/core/overloaded.hpp"
 
 namespace tpsim {
 
