@@ -11,7 +11,7 @@ Tick ring_estimate(const NcclProtocol& proto, double buffer_bytes, int ranks, do
          duration_for(per_rank, link_bytes_per_ps * proto.bandwidth_efficiency);
 }
 
-RingPlan plan_ring(CollectiveKind /*kind*/, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps) {
+RingPlan plan_ring(double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps) {
   RingPlan plan;
   Tick best = kTickMax;
   for (const NcclProtocol& proto : hw.nccl.protocols) {

@@ -10,10 +10,9 @@ namespace tpsim {
 
 Topology::Topology(const FabricSpec& spec, int gpus)
     : gpus_(gpus), per_node_(spec.topology == "multi_node" ? spec.gpus_per_node : gpus), routes_(static_cast<std::size_t>(gpus) * static_cast<std::size_t>(gpus)) {
-  if (spec.topology == "switch") build_switch(spec);
+  if (spec.topology == "switch" || spec.topology == "multi_node") build_switched_nodes(spec);
   else if (spec.topology == "pairs") build_pairs(spec);
   else if (spec.topology == "ring") build_ring(spec);
-  else if (spec.topology == "multi_node") build_multi_node(spec);
   else throw std::logic_error("unknown topology " + spec.topology);
 }
 
@@ -39,17 +38,6 @@ double Topology::egress_capacity(int gpu) const {
   double c = 0;
   for (int r : first) c += capacity(r);
   return c;
-}
-
-void Topology::build_switch(const FabricSpec& spec) {
-  std::vector<int> out, in;
-  for (int g = 0; g < gpus_; ++g) {
-    out.push_back(add(fmt::format("GPU {} NVLink egress", g), spec.nvlink.bytes_per_ps));
-    in.push_back(add(fmt::format("GPU {} NVLink ingress", g), spec.nvlink.bytes_per_ps));
-  }
-  for (int s = 0; s < gpus_; ++s)
-    for (int d = 0; d < gpus_; ++d)
-      if (s != d) routes_[static_cast<std::size_t>(s * gpus_ + d)] = {{out[s], in[d]}, spec.nvlink.latency};
 }
 
 void Topology::build_pairs(const FabricSpec& spec) {
@@ -92,20 +80,23 @@ void Topology::build_ring(const FabricSpec& spec) {
     }
 }
 
-void Topology::build_multi_node(const FabricSpec& spec) {
+// NVSwitch inside each node of per_node_ GPUs (one node for "switch"), one NIC
+// per GPU between nodes.
+void Topology::build_switched_nodes(const FabricSpec& spec) {
   std::vector<int> out, in, nic_out, nic_in;
+  const bool nodes = per_node_ < gpus_;
   for (int g = 0; g < gpus_; ++g) {
     out.push_back(add(fmt::format("GPU {} NVLink egress", g), spec.nvlink.bytes_per_ps));
     in.push_back(add(fmt::format("GPU {} NVLink ingress", g), spec.nvlink.bytes_per_ps));
+    if (!nodes) continue;
     nic_out.push_back(add(fmt::format("GPU {} NIC egress", g), spec.nic.bytes_per_ps));
     nic_in.push_back(add(fmt::format("GPU {} NIC ingress", g), spec.nic.bytes_per_ps));
   }
-  const int per = spec.gpus_per_node;
   for (int s = 0; s < gpus_; ++s)
     for (int d = 0; d < gpus_; ++d) {
       if (s == d) continue;
       auto& r = routes_[static_cast<std::size_t>(s * gpus_ + d)];
-      if (s / per == d / per) r = {{out[s], in[d]}, spec.nvlink.latency};
+      if (node_of(s) == node_of(d)) r = {{out[s], in[d]}, spec.nvlink.latency};
       else r = {{nic_out[s], nic_in[d]}, spec.nic.latency};
     }
 }

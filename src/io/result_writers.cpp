@@ -75,6 +75,7 @@ Json result_json(const RunResult& r) {
     v["critical_path"] = {{"by_kind", cp}, {"ops", path}};
     v["ops"] = run.dag.size();
     v["simulated_events"] = run.timeline.events;
+    v["simulated_blocks"] = run.timeline.blocks;
     j["results"].push_back(v);
   }
   return j;

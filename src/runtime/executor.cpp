@@ -25,6 +25,7 @@ Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
       kernel_of_(dag.size(), -1), waiters_(dag.size()) {
   tl_.ops.resize(dag.size());
   tl_.detailed = detailed;
+  ring_link_capacity_ = ring_link_capacity();
   tl_.busy_sm_time.assign(static_cast<std::size_t>(dag.ranks()), 0.0);
   tl_.busy_sms.resize(static_cast<std::size_t>(dag.ranks()));
   tl_.egress_rate.resize(static_cast<std::size_t>(dag.ranks()));

@@ -73,7 +73,7 @@ BlockResources Machine::nccl_block(const NcclProtocol& p) const {
 }
 
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
-  const RingPlan plan = plan_ring(c.kind, c.buffer_bytes, dag_.ranks(), hw_, ring_link_capacity());
+  const RingPlan plan = plan_ring(c.buffer_bytes, dag_.ranks(), hw_, ring_link_capacity_);
   if (tl_.detailed) tl_.ops[id].detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
   req.block = nccl_block(*plan.protocol);
   // A kernel whose blocks must all be resident at once can use no more than fit.
@@ -100,7 +100,7 @@ const NcclProtocol& Machine::p2p_protocol(double bytes) const {
   const NcclProtocol* best = &hw_.nccl.protocols.front();
   Tick best_t = kTickMax;
   for (const auto& p : hw_.nccl.protocols) {
-    const Tick t = ring_estimate(p, 2 * bytes, 2, ring_link_capacity());
+    const Tick t = ring_estimate(p, 2 * bytes, 2, ring_link_capacity_);
     if (t < best_t) best_t = t, best = &p;
   }
   return *best;

@@ -84,6 +84,7 @@ class Machine {
   std::vector<BlockScheduler::KernelId> kernel_of_;
   std::vector<std::vector<std::pair<int, int>>> waiters_;
   Timeline tl_;
+  double ring_link_capacity_ = 0;  // constant for a run: computed once
 };
 
 }  // namespace tpsim::runtime_detail

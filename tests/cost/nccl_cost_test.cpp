@@ -12,13 +12,13 @@ const double kLink = h100().fabric.nvlink.bytes_per_ps;
 }
 
 TEST_CASE("NCCL picks a low-latency protocol for small messages and Simple for large ones", "[cost][nccl]") {
-  CHECK(plan_ring(CollectiveKind::all_gather, 64e3, 8, h100(), kLink).protocol->name == "LL");
-  CHECK(plan_ring(CollectiveKind::all_gather, 1e9, 8, h100(), kLink).protocol->name == "Simple");
+  CHECK(plan_ring(64e3, 8, h100(), kLink).protocol->name == "LL");
+  CHECK(plan_ring(1e9, 8, h100(), kLink).protocol->name == "Simple");
 }
 
 TEST_CASE("Ring latency grows by one hop per extra rank", "[cost][nccl]") {
-  const auto p4 = plan_ring(CollectiveKind::reduce_scatter, 1e9, 4, h100(), kLink);
-  const auto p8 = plan_ring(CollectiveKind::reduce_scatter, 1e9, 8, h100(), kLink);
+  const auto p4 = plan_ring(1e9, 4, h100(), kLink);
+  const auto p8 = plan_ring(1e9, 8, h100(), kLink);
   REQUIRE(p4.protocol == p8.protocol);
   CHECK(p8.latency - p4.latency == 4 * p8.protocol->step_latency);
   // Each rank sends (n-1)/n of the buffer.
@@ -27,8 +27,8 @@ TEST_CASE("Ring latency grows by one hop per extra rank", "[cost][nccl]") {
 }
 
 TEST_CASE("NCCL uses fewer channels (SMs) for small messages", "[cost][nccl]") {
-  const auto small = plan_ring(CollectiveKind::all_gather, 100e3, 8, h100(), kLink);
-  const auto large = plan_ring(CollectiveKind::all_gather, 100e6, 8, h100(), kLink);
+  const auto small = plan_ring(100e3, 8, h100(), kLink);
+  const auto large = plan_ring(100e6, 8, h100(), kLink);
   CHECK(small.channels < large.channels);
   CHECK(large.channels == h100().nccl.max_channels);
 }
@@ -47,7 +47,7 @@ TEST_CASE("A ring collective's bandwidth term halves when the link doubles", "[c
     }
     return op_us(execute(dag, hw), first);
   };
-  const double latency_us = to_us(plan_ring(CollectiveKind::all_gather, bytes, 8, h100(), kLink).latency);
+  const double latency_us = to_us(plan_ring(bytes, 8, h100(), kLink).latency);
   CHECK((run(fast) - latency_us) / (run(h100()) - latency_us) == Approx(0.5).epsilon(0.01));
 }
 

@@ -21,7 +21,8 @@ struct RingPlan {
 // `buffer_bytes`: the whole gathered buffer (all-gather output, reduce-scatter input);
 // `link_bytes_per_ps`: the narrowest hop of the ring. Each hop's transfer is capped
 // at the protocol's payload efficiency times that hop's own bandwidth.
-RingPlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);
+// All-gather and reduce-scatter rings move the same bytes with the same steps.
+RingPlan plan_ring(double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);
 
 // NCCL's own estimate (latency + bytes / bandwidth) for a protocol, used to choose it.
 Tick ring_estimate(const NcclProtocol& proto, double buffer_bytes, int ranks, double link_bytes_per_ps);

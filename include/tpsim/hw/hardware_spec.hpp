@@ -42,7 +42,6 @@ struct GemmSpec {
 struct MemorySpec {
   double hbm_bytes_per_ps = 0;     // sustained (nominal x efficiency)
   double sm_max_bytes_per_ps = 0;  // one SM cannot draw more than this
-  double l2_bytes = 0;
 };
 
 struct LaunchSpec {

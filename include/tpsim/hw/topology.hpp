@@ -40,10 +40,9 @@ class Topology {
 
  private:
   int add(const std::string& name, double capacity);
-  void build_switch(const FabricSpec& spec);
+  void build_switched_nodes(const FabricSpec& spec);  // "switch" and "multi_node"
   void build_pairs(const FabricSpec& spec);
   void build_ring(const FabricSpec& spec);
-  void build_multi_node(const FabricSpec& spec);
 
   int gpus_;
   int per_node_;
