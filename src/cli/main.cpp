@@ -4,11 +4,14 @@
 #include <unistd.h>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "tpsim/app/run_scenario.hpp"
+#include "tpsim/calibration/calibrate.hpp"
+#include <filesystem>
 #include "tpsim/core/invariant.hpp"
 #include "tpsim/io/chrome_trace.hpp"
 #include "tpsim/io/hardware_report.hpp"
@@ -53,6 +56,18 @@ int measure_command(const std::string& file, bool dry_run, const std::string& js
     all.push_back({{"variant", v}, {"plan", tpsim::launch_plan_json(plan, dag)}});
   }
   if (!json_out.empty()) write_file(json_out, all.dump(2) + "\n");
+  return 0;
+}
+
+int calibrate_command(tpsim::CalibrationRequest req, const std::string& output, const std::string& report_file) {
+  if (req.name.empty()) req.name = std::filesystem::path(output).stem().string();
+  const tpsim::Calibration c = tpsim::calibrate(req);
+  std::cout << fmt::format("{} measurements from {} file(s); starting from {}\n", c.measurements.size(), req.measurement_files.size(),
+                           req.hardware)
+            << tpsim::format_fit_report(c.report, c.measurements);
+  write_file(output, c.hardware.dump(2) + "\n");
+  std::cout << fmt::format("{}: hardware model \"{}\" (use it as \"hardware\": \"{}\")\n", output, req.name, output);
+  if (!report_file.empty()) write_file(report_file, tpsim::fit_report_json(c.report, c.measurements).dump(2) + "\n");
   return 0;
 }
 
@@ -104,6 +119,19 @@ int main(int argc, char** argv) {
   measure->add_option("scenario", measure_scenario, "scenario JSON file")->required();
   measure->add_flag("--dry-run", dry_run, "print each rank's CUDA launch plan instead of running it");
   measure->add_option("-o,--output", measure_out, "write the launch plan as JSON to FILE");
+  tpsim::CalibrationRequest calib;
+  std::string calib_out, calib_report, calib_only;
+  auto* calibrate = app.add_subcommand("calibrate", "fit a hardware model's physical parameters to measurements");
+  calibrate->add_option("--measurements", calib.measurement_files,
+                        "measurement files, PyTorch profiler traces or tpsim measure results")->required();
+  calibrate->add_option("--hardware", calib.hardware, "starting model (name in models/ or path)")->required();
+  calibrate->add_option("-o,--output", calib_out, "calibrated hardware JSON to write")->required();
+  calibrate->add_option("--name", calib.name, "the new model's name (default: the output file's stem)");
+  calibrate->add_option("--max-evals", calib.fit.max_evaluations, "most simulations of the measurement set (default 400)")
+      ->check(CLI::PositiveNumber);
+  calibrate->add_option("--params", calib_only, "comma-separated substrings: fit only parameters whose pointer contains one");
+  calibrate->add_option("--parameters-file", calib.parameters_file, "ranges of the fittable parameters (default models/calibration/parameters.json)");
+  calibrate->add_option("--report", calib_report, "write per-measurement predictions before/after as JSON");
   std::vector<std::string> merge_inputs;
   std::string merge_output, merge_markdown;
   auto* merge = app.add_subcommand("merge", "join the CSVs of a sweep's shards into one");
@@ -119,6 +147,12 @@ int main(int argc, char** argv) {
   try {
     if (*run) return run_command(scenario, trace, json);
     if (*sweep) return sweep_command(sweep_file, shard, sweep_opts);
+    if (*calibrate) {
+      std::string item;
+      for (std::istringstream in(calib_only); std::getline(in, item, ',');)
+        if (!item.empty()) calib.fit.only.push_back(item);
+      return calibrate_command(calib, calib_out, calib_report);
+    }
     if (*measure) return measure_command(measure_scenario, dry_run, measure_out);
     if (*merge) {
       tpsim::merge_sweep_csvs(merge_inputs, merge_output);

@@ -97,6 +97,15 @@ std::string as_string(const Json& v, const std::string& path) {
   return v.get<std::string>();
 }
 
+double as_positive_number(const Json& v, const std::string& path) {
+  if (!v.is_number()) fail_at(path, fmt::format("must be a positive number, got {}", type_name(v)));
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d <= 0) fail_at(path, fmt::format("must be a positive number, got {}", v.dump()));
+  return d;
+}
+
+double ObjectReader::positive_number(const std::string& key) const { return as_positive_number(at(key), child_path(key)); }
+
 std::int64_t ObjectReader::positive_int(const std::string& key) const {
   return as_positive_int(at(key), child_path(key));
 }

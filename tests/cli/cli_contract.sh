@@ -67,5 +67,24 @@ if "$tpsim" measure "$root/scenarios/quickstart.json" --dry-run -o "$work/plan.j
 "$tpsim" measure "$root/scenarios/quickstart.json" > /dev/null 2> "$work/err"; rc=$?
 if [ $rc = 2 ] && grep -q "not implemented" "$work/err"; then echo "ok measure without --dry-run says so"; else echo "FAIL measure: exit $rc"; fails=$((fails+1)); fi
 
+# calibrate: published measurements in, a model that run accepts out; bad files are one line.
+if "$tpsim" calibrate --measurements "$root/models/measurements/h100_sxm_published.json" --hardware h100_sxm -o "$work/mine.json" > "$work/cal.txt" \
+   && grep -q "mean|err| after" "$work/cal.txt" \
+   && sed "s#\"h100_sxm\"#\"$work/mine.json\"#" "$root/scenarios/quickstart.json" > "$work/q.json" && "$tpsim" run "$work/q.json" > /dev/null; then
+  echo "ok calibrate"; else echo "FAIL calibrate"; cat "$work/cal.txt"; fails=$((fails+1)); fi
+check_calibrate() {  # name, expected stderr substring, measurement file text
+  printf '%s' "$3" > "$work/m.json"
+  "$tpsim" calibrate --measurements "$work/m.json" --hardware h100_sxm -o "$work/never.json" > /dev/null 2> "$work/err"; local rc=$?
+  if [ $rc = 2 ] && grep -qF -- "$2" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ] && [ ! -e "$work/never.json" ]; then echo "ok $1"
+  else echo "FAIL $1: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
+}
+check_calibrate "measurement kind typo" '$.measurements[0].kind: unknown kind "peer_cpy" (did you mean "peer_copy"?)' \
+  '{"format": "tpsim-measurements", "measurements": [{"kind": "peer_cpy", "bytes": 1, "time_us": 1}]}'
+check_calibrate "measurement without a value" '$.measurements[0]: give exactly one measured value' \
+  '{"format": "tpsim-measurements", "measurements": [{"kind": "launch"}]}'
+check_calibrate "truncated trace" 'malformed JSON' '{"traceEvents": [{"ph": "X"'
+check_calibrate "trace without kernels" '$.traceEvents: holds no GEMM kernel' '{"traceEvents": []}'
+check_calibrate "unknown file kind" 'is neither a measurement file' '{"rows": []}'
+
 echo "cli contract: $fails failed"
 [ "$fails" = 0 ]

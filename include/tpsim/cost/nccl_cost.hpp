@@ -3,6 +3,7 @@
 // NCCL picks for a message, the fixed latency, and the payload rate cap.
 // The bytes themselves move over the simulated fabric.
 #include <cstdint>
+#include <string_view>
 
 #include "tpsim/core/tick.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
@@ -10,6 +11,10 @@
 namespace tpsim {
 
 enum class CollectiveKind { all_gather, reduce_scatter };
+
+inline std::string_view collective_kind_name(CollectiveKind k) {
+  return k == CollectiveKind::all_gather ? "all_gather" : "reduce_scatter";
+}
 
 struct RingPlan {
   const NcclProtocol* protocol = nullptr;

@@ -37,6 +37,7 @@ class ObjectReader {
 
   std::int64_t positive_int(const std::string& key) const;
   std::int64_t positive_int_or(const std::string& key, std::int64_t fallback) const;
+  double positive_number(const std::string& key) const;  // finite and > 0
   std::string string(const std::string& key) const;
   std::optional<std::string> optional_string(const std::string& key) const;
   ObjectReader object(const std::string& key, std::vector<std::string> allowed) const;
@@ -50,5 +51,6 @@ class ObjectReader {
 
 std::int64_t as_positive_int(const Json& v, const std::string& path);
 std::string as_string(const Json& v, const std::string& path);
+double as_positive_number(const Json& v, const std::string& path);
 
 }  // namespace tpsim

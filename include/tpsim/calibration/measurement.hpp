@@ -1,0 +1,59 @@
+#pragma once
+// Measured times that calibration fits the hardware model to. One format for
+// hand-transcribed published numbers, `tpsim microbench` output and what is
+// imported from PyTorch profiler traces or `tpsim measure` results:
+//   {"format": "tpsim-measurements", "hardware": "h100_sxm", "measurements": [
+//     {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "tflops": 798, "source": "..."}, ...]}
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tpsim/cost/gemm_cost.hpp"
+#include "tpsim/cost/nccl_cost.hpp"
+#include "tpsim/io/json_reader.hpp"
+#include "tpsim/io/scenario.hpp"
+
+namespace tpsim {
+
+enum class MeasurementKind {
+  gemm,                  // one GEMM alone on one GPU: kernel time
+  peer_copy,             // copy-engine copy to another GPU: copy time
+  local_copy,            // device-to-device copy on one GPU (an SM kernel): kernel time
+  all_gather,            // NCCL ring collective over `gpus`: kernel time on rank 0
+  reduce_scatter,
+  barrier,               // cross-GPU barrier over `gpus`
+  launch,                // a tiny kernel, from the host's call to its end
+  gemm_with_peer_copy,   // 2 GPUs: each runs the GEMM while it copies `bytes` to the other; GEMM time
+  gemm_with_collective,  // `gpus` GPUs: each runs the GEMM while a collective runs; GEMM time
+  scenario,              // a whole scenario variant: makespan
+};
+
+std::string_view measurement_kind_name(MeasurementKind k);
+// The op class an error report groups by: gemm, copy, collective, barrier, launch, interference, scenario.
+std::string_view measurement_class(MeasurementKind k);
+
+struct Measurement {
+  std::string name;    // readable, e.g. "gemm 8192x8192x8192 bf16"
+  std::string origin;  // file and JSON path it came from
+  std::string source;  // who measured it, where
+  MeasurementKind kind = MeasurementKind::gemm;
+  GemmProblem gemm{};  // gemm kinds
+  double bytes = 0;    // copies, collectives (the whole buffer), interference
+  int gpus = 1;
+  CollectiveKind collective = CollectiveKind::all_gather;  // gemm_with_collective
+  std::shared_ptr<const Scenario> scenario;                // scenario kind: one variant
+  double time_us = 0;  // the measured (median) time
+  double weight = 1;   // in the fit's sum of squared log errors
+};
+
+// Strict: every problem is an InputError naming `source` and the JSON path.
+std::vector<Measurement> parse_measurements(const Json& j, const std::string& source);
+// A measurement file, a PyTorch profiler (Kineto) trace or a `tpsim measure` /
+// `tpsim run --json` result, told apart by their top-level keys.
+std::vector<Measurement> load_measurements_file(const std::string& file);
+
+Json measurement_json(const Measurement& m);  // without scenario measurements' scenario
+Json measurements_file_json(const std::vector<Measurement>& ms, const std::string& hardware, const std::string& description);
+
+}  // namespace tpsim

@@ -1,0 +1,58 @@
+#include "tpsim/calibration/calibrate.hpp"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "tpsim/io/hardware_loader.hpp"
+
+namespace tpsim {
+
+namespace {
+
+std::string hardware_file(const std::string& ref) {
+  const bool is_path = ref.find('/') != std::string::npos || ref.ends_with(".json");
+  const std::string file = is_path ? ref : models_dir() + "/" + ref + ".json";
+  if (!std::filesystem::exists(file)) {
+    std::string msg = fmt::format("--hardware: \"{}\" is neither a shipped model nor a file", ref);
+    if (auto s = closest_match(ref, shipped_hardware_names())) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+    throw InputError(msg);
+  }
+  return file;
+}
+
+}  // namespace
+
+Calibration calibrate(const CalibrationRequest& req) {
+  if (req.measurement_files.empty()) throw InputError("--measurements: give at least one file");
+  Calibration c;
+  for (const std::string& f : req.measurement_files) {
+    auto ms = load_measurements_file(f);
+    c.measurements.insert(c.measurements.end(), ms.begin(), ms.end());
+  }
+  const std::string file = hardware_file(req.hardware);
+  c.hardware = resolve_hardware_json(file);
+  parse_hardware(c.hardware, file);  // a bad starting file is reported as such, not as a fit failure
+  c.hardware.erase("base");
+  const auto parameters =
+      load_calibration_parameters(req.parameters_file.empty() ? default_calibration_parameters_file() : req.parameters_file);
+  c.report = fit_hardware(c.hardware, c.measurements, parameters, req.fit);
+
+  std::vector<std::string> names;
+  for (const auto& f : req.measurement_files) names.push_back(std::filesystem::path(f).filename().string());
+  const std::string from = fmt::format("{} measurements ({})", c.measurements.size(), fmt::join(names, ", "));
+  for (const ParameterChange& p : c.report.parameters) {
+    if (!p.fitted) continue;
+    std::vector<std::string> places = p.parameter.also;
+    places.push_back(p.parameter.pointer);
+    for (const auto& q : places)
+      if (c.hardware.contains(Json::json_pointer(q + "/source")))
+        c.hardware[Json::json_pointer(q + "/source")] = fmt::format("calibrated by tpsim calibrate from {}; was {}", from, p.before);
+  }
+  c.hardware["name"] = req.name;
+  c.hardware["description"] = fmt::format("Calibrated from {}, starting from {}. {}", from, req.hardware,
+                                          resolve_hardware_json(file).value("description", ""));
+  return c;
+}
+
+}  // namespace tpsim

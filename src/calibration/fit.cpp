@@ -1,0 +1,260 @@
+#include "tpsim/calibration/fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlopt.hpp>
+
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/io/hardware_loader.hpp"
+
+namespace tpsim {
+
+namespace {
+
+// The fit works in [0, 1] per parameter so BOBYQA's trust region means the same for all.
+struct Problem {
+  Json* hardware;
+  const std::vector<Measurement>* measurements;
+  std::vector<const CalibrationParameter*> free;
+  std::vector<std::vector<std::string>> value_pointers;  // per free parameter: its quantity and those tied to it
+  int evaluations = 0;
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<double> best_x;
+  std::string refused;
+
+  double value_of(std::size_t i, double x) const { return free[i]->min + x * (free[i]->max - free[i]->min); }
+
+  void apply(const std::vector<double>& x) {
+    for (std::size_t i = 0; i < free.size(); ++i) set(value_pointers[i], value_of(i, x[i]));
+  }
+
+  void set(const std::vector<std::string>& pointers, double v) {
+    for (const auto& vp : pointers) (*hardware)[Json::json_pointer(vp)] = v;
+  }
+
+  std::vector<double> predict() const {
+    const HardwareSpec hw = parse_hardware(*hardware, "calibration candidate");
+    std::vector<double> out;
+    out.reserve(measurements->size());
+    for (const Measurement& m : *measurements) out.push_back(predict_us(m, hw));
+    return out;
+  }
+};
+
+double objective_of(const std::vector<double>& predicted, const std::vector<Measurement>& ms) {
+  double sum = 0, weights = 0;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    const double e = std::log(std::max(predicted[i], 1e-9) / ms[i].time_us);
+    sum += ms[i].weight * e * e;
+    weights += ms[i].weight;
+  }
+  return weights > 0 ? sum / weights : 0;
+}
+
+double nlopt_objective(const std::vector<double>& x, std::vector<double>&, void* data) {
+  auto* p = static_cast<Problem*>(data);
+  p->apply(x);
+  double f = 0;
+  try {
+    f = objective_of(p->predict(), *p->measurements);
+  } catch (const InputError& e) {
+    p->refused = e.what();  // a value inside the ranges that the hardware loader refuses
+    throw nlopt::forced_stop();
+  }
+  ++p->evaluations;
+  if (f < p->best) p->best = f, p->best_x = x;
+  return f;
+}
+
+double round_significant(double v, int digits) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
+  return std::round(v * scale) / scale;
+}
+
+bool selected(const CalibrationParameter& p, const FitOptions& o) {
+  if (o.only.empty()) return true;
+  for (const auto& s : o.only)
+    if (p.pointer.find(s) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string default_calibration_parameters_file() { return models_dir() + "/calibration/parameters.json"; }
+
+std::vector<CalibrationParameter> load_calibration_parameters(const std::string& file) {
+  const Json j = read_json_file(file);
+  try {
+    const ObjectReader root(j, "$", {"description", "parameters"});
+    const Json& list = root.array("parameters");
+    std::vector<CalibrationParameter> out;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const ObjectReader r(list[i], fmt::format("$.parameters[{}]", i), {"pointer", "also", "unit", "min", "max", "meaning"});
+      CalibrationParameter p;
+      p.pointer = r.string("pointer");
+      if (!p.pointer.starts_with("/")) fail_at(r.child_path("pointer"), "must be a JSON pointer (starting with /)");
+      if (r.has("also")) {
+        const Json& also = r.array("also");
+        for (std::size_t k = 0; k < also.size(); ++k) {
+          const std::string path = fmt::format("{}[{}]", r.child_path("also"), k);
+          p.also.push_back(as_string(also[k], path));
+          if (!p.also.back().starts_with("/")) fail_at(path, "must be a JSON pointer (starting with /)");
+        }
+      }
+      p.unit = r.string("unit");
+      const Json& lo = r.at("min");
+      if (!lo.is_number() || lo.get<double>() < 0) fail_at(r.child_path("min"), "must be a number >= 0");
+      p.min = lo.get<double>();
+      p.max = r.positive_number("max");
+      if (p.max <= p.min) fail_at(r.child_path("max"), "must be above min");
+      p.meaning = r.optional_string("meaning").value_or("");
+      out.push_back(p);
+    }
+    return out;
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", file, e.what()));
+  }
+}
+
+FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measurements,
+                       const std::vector<CalibrationParameter>& parameters, const FitOptions& options) {
+  if (measurements.empty()) throw InputError("calibration needs at least one measurement");
+  Problem problem{&hardware, &measurements, {}, {}, 0, std::numeric_limits<double>::infinity(), {}, {}};
+  FitReport report;
+  report.predicted_before_us = problem.predict();
+  report.objective_before = objective_of(report.predicted_before_us, measurements);
+  std::vector<double> x0;
+  for (const CalibrationParameter& p : parameters) {
+    ParameterChange change{p, 0, 0, false, ""};
+    const Json::json_pointer quantity(p.pointer);
+    if (!selected(p, options)) {
+      change.why_not = "not selected";
+    } else if (!hardware.contains(quantity) || !hardware[quantity].is_object() || !hardware[quantity].contains("value")) {
+      change.why_not = "not in this hardware file";
+    } else if (hardware[quantity].value("unit", "") != p.unit) {
+      throw InputError(fmt::format("{}: unit is \"{}\" but calibration ranges are in \"{}\"", p.pointer,
+                                   hardware[quantity].value("unit", ""), p.unit));
+    } else {
+      std::vector<std::string> vp = {p.pointer + "/value"};
+      for (const auto& tied : p.also)
+        if (hardware.contains(Json::json_pointer(tied + "/value"))) vp.push_back(tied + "/value");
+      change.before = change.after = hardware[Json::json_pointer(vp.front())].get<double>();
+      // Moved by a quarter of its range, does any prediction change?
+      // A quarter of its range up and down: does any prediction change? (Both ways: when two
+      // tile shapes are equally good, lowering one only moves the heuristic to the other.)
+      bool matters = false;
+      for (double step : {0.25, -0.25}) {
+        const double probe = std::clamp(change.before + step * (p.max - p.min), p.min, p.max);
+        if (probe == change.before) continue;
+        problem.set(vp, probe);
+        matters = matters || problem.predict() != report.predicted_before_us;
+      }
+      problem.set(vp, change.before);
+      if (!matters) {
+        change.why_not = "no measurement depends on it";
+      } else {
+        change.fitted = true;
+        problem.free.push_back(&p);
+        problem.value_pointers.push_back(vp);
+        x0.push_back(std::clamp((change.before - p.min) / (p.max - p.min), 0.0, 1.0));
+      }
+    }
+    report.parameters.push_back(change);
+  }
+  if (!problem.free.empty()) {
+    const unsigned n = static_cast<unsigned>(problem.free.size());
+    nlopt::opt opt(n >= 2 ? nlopt::LN_BOBYQA : nlopt::LN_COBYLA, n);
+    opt.set_lower_bounds(std::vector<double>(n, 0.0));
+    opt.set_upper_bounds(std::vector<double>(n, 1.0));
+    opt.set_min_objective(nlopt_objective, &problem);
+    opt.set_maxeval(options.max_evaluations);
+    opt.set_xtol_abs(1e-4);
+    opt.set_initial_step(0.1);
+    std::vector<double> x = x0;
+    double f = 0;
+    try {
+      opt.optimize(x, f);
+    } catch (const std::runtime_error&) {
+      // roundoff or forced stop: the best point seen is still the answer
+    }
+    if (!problem.refused.empty())
+      throw InputError(fmt::format("calibration parameter ranges allow a value the hardware file refuses: {}", problem.refused));
+    if (problem.best_x.empty()) problem.best_x = x0;
+    std::size_t i = 0;
+    for (ParameterChange& c : report.parameters) {
+      if (!c.fitted) continue;
+      const double v = round_significant(problem.value_of(i, problem.best_x[i]), 4);
+      problem.set(problem.value_pointers[i], v);
+      c.after = v;
+      ++i;
+    }
+  }
+  report.evaluations = problem.evaluations;
+  report.predicted_after_us = problem.predict();
+  report.objective_after = objective_of(report.predicted_after_us, measurements);
+  return report;
+}
+
+double mean_abs_error(const std::vector<double>& predicted_us, const std::vector<Measurement>& ms, const std::string& op_class) {
+  double sum = 0;
+  int n = 0;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    if (!op_class.empty() && measurement_class(ms[i].kind) != op_class) continue;
+    sum += std::fabs(predicted_us[i] / ms[i].time_us - 1);
+    ++n;
+  }
+  return n ? sum / n : 0;
+}
+
+std::string format_fit_report(const FitReport& r, const std::vector<Measurement>& ms) {
+  std::map<std::string, std::pair<double, double>> worst;  // class -> max |err| before, after
+  std::map<std::string, int> count;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    const std::string c(measurement_class(ms[i].kind));
+    auto& w = worst[c];
+    w.first = std::max(w.first, std::fabs(r.predicted_before_us[i] / ms[i].time_us - 1));
+    w.second = std::max(w.second, std::fabs(r.predicted_after_us[i] / ms[i].time_us - 1));
+    ++count[c];
+  }
+  std::string out = fmt::format("{:<14} {:>4}  {:>16}  {:>16}\n", "op class", "n", "mean|err| before", "mean|err| after");
+  for (const auto& [c, n] : count)
+    out += fmt::format("{:<14} {:>4}  {:>7.1f}% (max {:>4.0f}%)  {:>7.1f}% (max {:>4.0f}%)\n", c, n,
+                       100 * mean_abs_error(r.predicted_before_us, ms, c), 100 * worst[c].first,
+                       100 * mean_abs_error(r.predicted_after_us, ms, c), 100 * worst[c].second);
+  out += fmt::format("{:<14} {:>4}  {:>7.1f}%             {:>7.1f}%\n", "all", ms.size(), 100 * mean_abs_error(r.predicted_before_us, ms),
+                     100 * mean_abs_error(r.predicted_after_us, ms));
+  out += fmt::format("objective (mean squared log error) {:.5f} -> {:.5f} in {} simulations of the measurement set\n",
+                     r.objective_before, r.objective_after, r.evaluations);
+  for (const ParameterChange& c : r.parameters) {
+    if (c.fitted) out += fmt::format("  {:<46} {:>9.4g} -> {:<9.4g} {}\n", c.parameter.pointer, c.before, c.after, c.parameter.unit);
+    else if (c.why_not != "not selected") out += fmt::format("  {:<46} kept ({})\n", c.parameter.pointer, c.why_not);
+  }
+  return out;
+}
+
+Json fit_report_json(const FitReport& r, const std::vector<Measurement>& ms) {
+  Json rows = Json::array();
+  for (std::size_t i = 0; i < ms.size(); ++i)
+    rows.push_back({{"name", ms[i].name},
+                    {"class", std::string(measurement_class(ms[i].kind))},
+                    {"measured_us", ms[i].time_us},
+                    {"predicted_before_us", r.predicted_before_us[i]},
+                    {"predicted_after_us", r.predicted_after_us[i]}});
+  Json params = Json::array();
+  for (const ParameterChange& c : r.parameters) {
+    Json p{{"pointer", c.parameter.pointer}, {"unit", c.parameter.unit}, {"fitted", c.fitted}};
+    if (c.fitted) p["before"] = c.before, p["after"] = c.after;
+    else p["why_not"] = c.why_not;
+    params.push_back(p);
+  }
+  return Json{{"objective_before", r.objective_before}, {"objective_after", r.objective_after},
+              {"evaluations", r.evaluations}, {"parameters", params}, {"measurements", rows}};
+}
+
+}  // namespace tpsim

@@ -1,0 +1,158 @@
+#include "tpsim/calibration/kineto_import.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+struct Span {
+  double start = 0, end = 0;
+};
+
+std::optional<Dtype> torch_dtype(std::string s) {
+  if (s.starts_with("c10::")) s = s.substr(5);
+  if (s == "BFloat16") return Dtype::bf16;
+  if (s == "Half") return Dtype::fp16;
+  if (s == "float" || s == "Float") return Dtype::fp32;
+  if (s.starts_with("Float8_e4m3") || s.starts_with("Float8_e5m2")) return Dtype::fp8;
+  return std::nullopt;
+}
+
+// A string field, or "" when absent or not a string (events of other kinds vary).
+std::string text(const Json& e, const char* key) {
+  const auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool is_gemm_op(const std::string& name) { return name == "aten::mm" || name == "aten::addmm"; }
+
+std::int64_t dim_at(const Json& dims, std::size_t i, std::size_t d, const std::string& path) {
+  return as_positive_int(dims[i][d], fmt::format("{}[{}][{}]", path, i, d));
+}
+
+// aten::mm: [[m,k],[k,n]]; aten::addmm: [[bias], [m,k], [k,n], [], []].
+GemmProblem gemm_shape(const Json& args, const std::string& op, const std::string& path) {
+  const std::string dims_path = path + ".args.\"Input Dims\"";
+  const std::string types_path = path + ".args.\"Input type\"";
+  if (!args.contains("Input Dims")) fail_at(path + ".args", "has no \"Input Dims\" (profile with record_shapes=True)");
+  const Json& dims = args["Input Dims"];
+  const std::size_t a = op == "aten::addmm" ? 1 : 0;
+  if (!dims.is_array() || dims.size() < a + 2) fail_at(dims_path, fmt::format("{} needs {} inputs", op, a + 2));
+  for (std::size_t i = a; i < a + 2; ++i)
+    if (!dims[i].is_array() || dims[i].size() != 2) fail_at(fmt::format("{}[{}]", dims_path, i), "must be a 2-D shape");
+  const std::int64_t m = dim_at(dims, a, 0, dims_path), k = dim_at(dims, a, 1, dims_path);
+  const std::int64_t k2 = dim_at(dims, a + 1, 0, dims_path), n = dim_at(dims, a + 1, 1, dims_path);
+  if (k != k2) fail_at(dims_path, fmt::format("inner dimensions differ ({} and {})", k, k2));
+  for (std::int64_t v : {m, n, k})
+    if (v > kMaxDimension) fail_at(dims_path, fmt::format("{} is larger than the limit {}", v, kMaxDimension));
+  if (!args.contains("Input type") || !args["Input type"].is_array() || args["Input type"].size() <= a)
+    fail_at(path + ".args", "has no \"Input type\" list");
+  const std::string t = as_string(args["Input type"][a], fmt::format("{}[{}]", types_path, a));
+  const auto dtype = torch_dtype(t);
+  if (!dtype) fail_at(fmt::format("{}[{}]", types_path, a), fmt::format("dtype \"{}\" is not one tpsim models", t));
+  return GemmProblem{m, n, k, *dtype};
+}
+
+double number_arg(const Json& args, const std::string& key, const std::string& path) {
+  if (!args.contains(key)) fail_at(path, fmt::format("missing \"{}\"", key));
+  return as_positive_number(args[key], fmt::format("{}.\"{}\"", path, key));
+}
+
+int dtype_size(const std::string& s, const std::string& path) {
+  static const std::map<std::string, int> sizes = {{"BFloat16", 2}, {"Half", 2},  {"Float", 4}, {"Double", 8},
+                                                   {"Int", 4},      {"Long", 8},  {"Byte", 1},  {"Char", 1},
+                                                   {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1}};
+  const auto it = sizes.find(s);
+  if (it == sizes.end()) fail_at(path, fmt::format("unknown dtype \"{}\"", s));
+  return it->second;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& source) {
+  const Json& events = j["traceEvents"];
+  if (!events.is_array()) fail_at("$.traceEvents", "must be an array");
+  // Pass 1: the aten GEMM ops by External id.
+  std::map<std::int64_t, std::pair<std::string, std::size_t>> gemm_ops;  // id -> (op name, event index)
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Json& e = events[i];
+    if (!e.is_object()) fail_at(fmt::format("$.traceEvents[{}]", i), "must be an object");
+    if (text(e, "cat") != "cpu_op") continue;
+    if (!is_gemm_op(text(e, "name")) || !e.contains("args") || !e["args"].is_object()) continue;
+    const Json& id = e["args"].value("External id", Json());
+    if (id.is_number_integer()) gemm_ops[id.get<std::int64_t>()] = {text(e, "name"), i};
+  }
+  // Pass 2: kernels. A GEMM may launch more than one (split-K reduce): its time is their span.
+  std::map<std::int64_t, Span> gemm_spans;
+  std::map<std::string, std::pair<Measurement, std::vector<double>>> groups;  // key -> measurement, durations
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Json& e = events[i];
+    if (text(e, "ph") != "X" || text(e, "cat") != "kernel") continue;
+    const std::string path = fmt::format("$.traceEvents[{}]", i);
+    const std::string name = as_string(e.value("name", Json()), path + ".name");
+    const Json args = e.contains("args") && e["args"].is_object() ? e["args"] : Json::object();
+    const bool nccl = name.starts_with("ncclKernel") || name.starts_with("ncclDevKernel");
+    const Json& ext = args.value("External id", Json());
+    const bool gemm = !nccl && ext.is_number_integer() && gemm_ops.count(ext.get<std::int64_t>());
+    if (!nccl && !gemm) continue;
+    if (!e.contains("ts") || !e["ts"].is_number()) fail_at(path + ".ts", "must be a number (microseconds)");
+    const double dur = as_positive_number(e.value("dur", Json()), path + ".dur");
+    const double ts = e["ts"].get<double>();
+    if (gemm) {
+      auto [it, fresh] = gemm_spans.try_emplace(ext.get<std::int64_t>(), Span{ts, ts + dur});
+      if (!fresh) it->second = {std::min(it->second.start, ts), std::max(it->second.end, ts + dur)};
+      continue;
+    }
+    const std::string coll = as_string(args.value("Collective name", Json()), path + ".args.\"Collective name\"");
+    std::string lower = coll;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    lower.erase(std::remove(lower.begin(), lower.end(), '_'), lower.end());
+    Measurement m;
+    if (lower.find("allgather") != std::string::npos) m.kind = MeasurementKind::all_gather;
+    else if (lower.find("reducescatter") != std::string::npos) m.kind = MeasurementKind::reduce_scatter;
+    else continue;  // all-reduce, send/recv, ...: not a class tpsim calibrates from traces
+    const std::string apath = path + ".args";
+    const int size = dtype_size(as_string(args.value("dtype", Json()), apath + ".dtype"), apath + ".dtype");
+    const double elems = number_arg(args, m.kind == MeasurementKind::all_gather ? "Out msg nelems" : "In msg nelems", apath);
+    const double gpus = number_arg(args, "Group size", apath);
+    if (gpus < 2 || gpus > kMaxGpus || gpus != static_cast<int>(gpus))
+      fail_at(apath + ".\"Group size\"", fmt::format("must be an integer between 2 and {}", kMaxGpus));
+    m.bytes = elems * size;
+    m.gpus = static_cast<int>(gpus);
+    m.name = fmt::format("kineto {} {:.0f} B x{}", measurement_kind_name(m.kind), m.bytes, m.gpus);
+    auto& g = groups.try_emplace(m.name, m, std::vector<double>{}).first->second;
+    g.second.push_back(dur);
+  }
+  for (const auto& [id, span] : gemm_spans) {
+    const auto& [op, index] = gemm_ops.at(id);
+    Measurement m;
+    m.kind = MeasurementKind::gemm;
+    m.gemm = gemm_shape(events[index]["args"], op, fmt::format("$.traceEvents[{}]", index));
+    m.name = fmt::format("kineto gemm {}x{}x{} {}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype));
+    auto& g = groups.try_emplace(m.name, m, std::vector<double>{}).first->second;
+    g.second.push_back(span.end - span.start);
+  }
+  if (groups.empty())
+    fail_at("$.traceEvents", "holds no GEMM kernel of an aten::mm/addmm op and no NCCL all-gather or reduce-scatter kernel");
+  std::vector<Measurement> out;
+  for (auto& [key, g] : groups) {
+    g.first.time_us = median(g.second);
+    g.first.origin = source;
+    g.first.source = fmt::format("{}: median of {} kernel(s)", source, g.second.size());
+    out.push_back(std::move(g.first));
+  }
+  return out;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,245 @@
+#include "tpsim/calibration/measurement.hpp"
+
+#include <array>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "tpsim/calibration/kineto_import.hpp"
+#include "tpsim/calibration/result_import.hpp"
+
+namespace tpsim {
+
+namespace {
+
+struct KindInfo {
+  MeasurementKind kind;
+  std::string_view name;
+  std::string_view cls;
+};
+
+constexpr std::array<KindInfo, 10> kKinds = {{
+    {MeasurementKind::gemm, "gemm", "gemm"},
+    {MeasurementKind::peer_copy, "peer_copy", "copy"},
+    {MeasurementKind::local_copy, "local_copy", "copy"},
+    {MeasurementKind::all_gather, "all_gather", "collective"},
+    {MeasurementKind::reduce_scatter, "reduce_scatter", "collective"},
+    {MeasurementKind::barrier, "barrier", "barrier"},
+    {MeasurementKind::launch, "launch", "launch"},
+    {MeasurementKind::gemm_with_peer_copy, "gemm_with_peer_copy", "interference"},
+    {MeasurementKind::gemm_with_collective, "gemm_with_collective", "interference"},
+    {MeasurementKind::scenario, "scenario", "scenario"},
+}};
+
+const KindInfo& info(MeasurementKind k) {
+  for (const auto& i : kKinds)
+    if (i.kind == k) return i;
+  return kKinds[0];
+}
+
+bool has_gemm(MeasurementKind k) {
+  return k == MeasurementKind::gemm || k == MeasurementKind::gemm_with_peer_copy || k == MeasurementKind::gemm_with_collective;
+}
+bool has_bytes(MeasurementKind k) {
+  return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
+         k == MeasurementKind::reduce_scatter || k == MeasurementKind::gemm_with_peer_copy ||
+         k == MeasurementKind::gemm_with_collective;
+}
+bool has_gpus(MeasurementKind k) {
+  return k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter || k == MeasurementKind::barrier ||
+         k == MeasurementKind::gemm_with_collective;
+}
+
+MeasurementKind parse_kind(const ObjectReader& r) {
+  const std::string s = r.string("kind");
+  std::vector<std::string> names;
+  for (const auto& i : kKinds) {
+    if (i.name == s) return i.kind;
+    names.emplace_back(i.name);
+  }
+  std::string msg = fmt::format("unknown kind \"{}\"", s);
+  if (auto c = closest_match(s, names)) msg += fmt::format(" (did you mean \"{}\"?)", *c);
+  else msg += fmt::format(" (known: {})", fmt::join(names, ", "));
+  fail_at(r.child_path("kind"), msg);
+}
+
+std::vector<std::string> allowed_keys(MeasurementKind k) {
+  std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
+  if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
+  if (k == MeasurementKind::gemm) keys.push_back("tflops");
+  if (has_bytes(k)) keys.push_back("bytes");
+  if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
+      k == MeasurementKind::reduce_scatter)
+    keys.push_back("gbps");
+  if (k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter) keys.push_back("busbw_gbps");
+  if (has_gpus(k)) keys.push_back("gpus");
+  if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
+  if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant"});
+  return keys;
+}
+
+Dtype parse_dtype_at(const ObjectReader& r) {
+  const std::string s = r.string("dtype");
+  if (auto d = parse_dtype(s)) return *d;
+  fail_at(r.child_path("dtype"), fmt::format("unknown dtype \"{}\" (bf16, fp16, fp32 or fp8)", s));
+}
+
+std::int64_t dim(const ObjectReader& r, const std::string& key) {
+  const std::int64_t v = r.positive_int(key);
+  if (v > kMaxDimension) fail_at(r.child_path(key), fmt::format("{} is larger than the limit {}", v, kMaxDimension));
+  return v;
+}
+
+// The scenario of a scenario measurement, errors re-rooted at its JSON path.
+std::shared_ptr<const Scenario> parse_nested_scenario(const ObjectReader& r, const std::string& hardware, const std::string& base_dir) {
+  Json sj = r.at("scenario");
+  const std::string path = r.child_path("scenario");
+  if (!sj.is_object()) fail_at(path, "must be an object (a scenario)");
+  if (!sj.contains("hardware")) {
+    if (hardware.empty()) fail_at(path, "names no \"hardware\" and the file has no top-level \"hardware\"");
+    sj["hardware"] = hardware;
+  }
+  const std::string variant = r.string("variant");
+  sj["variants"] = Json::array({variant});
+  try {
+    return std::make_shared<const Scenario>(parse_scenario(sj, base_dir));
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    if (msg.starts_with("$.variants")) throw InputError(fmt::format("{}: variant \"{}\" does not apply", r.child_path("variant"), variant));
+    if (msg.starts_with("$")) msg = path + msg.substr(1);
+    throw InputError(msg);
+  }
+}
+
+double measured_time_us(const ObjectReader& r, const Measurement& m) {
+  int given = 0;
+  double us = 0;
+  if (r.has("time_us")) ++given, us = r.positive_number("time_us");
+  if (r.has("tflops")) ++given, us = m.gemm.flops() / (r.positive_number("tflops") * 1e12) * 1e6;
+  if (r.has("gbps")) ++given, us = m.bytes / (r.positive_number("gbps") * 1e9) * 1e6;
+  if (r.has("busbw_gbps"))
+    ++given, us = m.bytes * (m.gpus - 1) / m.gpus / (r.positive_number("busbw_gbps") * 1e9) * 1e6;
+  if (given != 1) {
+    std::string choices = "time_us";
+    if (m.kind == MeasurementKind::gemm) choices += " or tflops";
+    if (r.has("bytes") && m.kind != MeasurementKind::gemm_with_peer_copy && m.kind != MeasurementKind::gemm_with_collective)
+      choices += " or gbps";
+    fail_at(r.path(), fmt::format("give exactly one measured value ({}), got {}", choices, given));
+  }
+  return us;
+}
+
+std::string default_name(const Measurement& m) {
+  const std::string_view kind = measurement_kind_name(m.kind);
+  const std::string shape = fmt::format("{}x{}x{} {}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype));
+  switch (m.kind) {
+    case MeasurementKind::gemm: return fmt::format("gemm {}", shape);
+    case MeasurementKind::peer_copy:
+    case MeasurementKind::local_copy: return fmt::format("{} {:.0f} B", kind, m.bytes);
+    case MeasurementKind::all_gather:
+    case MeasurementKind::reduce_scatter: return fmt::format("{} {:.0f} B x{}", kind, m.bytes, m.gpus);
+    case MeasurementKind::barrier: return fmt::format("barrier x{}", m.gpus);
+    case MeasurementKind::launch: return "launch";
+    case MeasurementKind::gemm_with_peer_copy: return fmt::format("gemm {} + peer copy {:.0f} B", shape, m.bytes);
+    case MeasurementKind::gemm_with_collective:
+      return fmt::format("gemm {} + {} {:.0f} B x{}", shape, collective_kind_name(m.collective), m.bytes, m.gpus);
+    case MeasurementKind::scenario: return fmt::format("{} {}", m.scenario->name, m.scenario->variants.front());
+  }
+  return std::string(kind);
+}
+
+Measurement parse_one(const Json& j, const std::string& path, const std::string& hardware, const std::string& origin,
+                      const std::string& base_dir) {
+  const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "tflops", "bytes",
+                                     "gbps", "busbw_gbps", "gpus", "collective", "scenario", "variant"});
+  Measurement m;
+  m.kind = parse_kind(probe);
+  const ObjectReader r(j, path, allowed_keys(m.kind));  // keys the kind does not use are errors
+  m.origin = fmt::format("{} {}", origin, path);
+  m.source = r.optional_string("source").value_or("");
+  if (has_gemm(m.kind)) m.gemm = GemmProblem{dim(r, "m"), dim(r, "n"), dim(r, "k"), parse_dtype_at(r)};
+  if (has_bytes(m.kind)) {
+    m.bytes = r.positive_number("bytes");
+    if (m.bytes > 1e15) fail_at(r.child_path("bytes"), "larger than a petabyte");
+  }
+  if (has_gpus(m.kind)) {
+    const std::int64_t g = r.positive_int("gpus");
+    if (g < 2 || g > kMaxGpus) fail_at(r.child_path("gpus"), fmt::format("must be between 2 and {}", kMaxGpus));
+    m.gpus = static_cast<int>(g);
+  } else if (m.kind == MeasurementKind::gemm_with_peer_copy) {
+    m.gpus = 2;
+  }
+  if (m.kind == MeasurementKind::gemm_with_collective) {
+    const std::string c = r.string("collective");
+    if (c == "all_gather") m.collective = CollectiveKind::all_gather;
+    else if (c == "reduce_scatter") m.collective = CollectiveKind::reduce_scatter;
+    else fail_at(r.child_path("collective"), fmt::format("unknown collective \"{}\" (all_gather or reduce_scatter)", c));
+  }
+  if (m.kind == MeasurementKind::scenario) m.scenario = parse_nested_scenario(r, hardware, base_dir);
+  m.time_us = measured_time_us(r, m);
+  if (r.has("weight")) m.weight = r.positive_number("weight");
+  m.name = r.optional_string("name").value_or(default_name(m));
+  return m;
+}
+
+}  // namespace
+
+std::string_view measurement_kind_name(MeasurementKind k) { return info(k).name; }
+std::string_view measurement_class(MeasurementKind k) { return info(k).cls; }
+
+std::vector<Measurement> parse_measurements(const Json& j, const std::string& source) {
+  const ObjectReader root(j, "$", {"format", "hardware", "description", "source", "measurements"});
+  if (root.string("format") != "tpsim-measurements")
+    fail_at("$.format", fmt::format("is \"{}\", expected \"tpsim-measurements\"", root.string("format")));
+  const std::string hardware = root.optional_string("hardware").value_or("");
+  const Json& list = root.array("measurements");
+  std::vector<Measurement> out;
+  const std::string base_dir = std::filesystem::path(source).parent_path().string();
+  for (std::size_t i = 0; i < list.size(); ++i)
+    out.push_back(parse_one(list[i], fmt::format("$.measurements[{}]", i), hardware, source, base_dir));
+  return out;
+}
+
+std::vector<Measurement> load_measurements_file(const std::string& file) {
+  const Json j = read_json_file(file);
+  try {
+    if (j.is_object() && j.contains("traceEvents")) return import_kineto_trace(j, file);
+    if (j.is_object() && j.contains("results") && j.contains("workload")) return import_result_json(j, file);
+    if (!j.is_object() || !j.contains("measurements"))
+      fail_at("$", "is neither a measurement file (\"measurements\"), a PyTorch profiler trace (\"traceEvents\") nor a tpsim result (\"results\")");
+    return parse_measurements(j, file);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", file, e.what()));
+  }
+}
+
+Json measurement_json(const Measurement& m) {
+  Json j;
+  j["kind"] = std::string(measurement_kind_name(m.kind));
+  j["name"] = m.name;
+  if (has_gemm(m.kind)) {
+    j["m"] = m.gemm.m;
+    j["n"] = m.gemm.n;
+    j["k"] = m.gemm.k;
+    j["dtype"] = std::string(dtype_name(m.gemm.dtype));
+  }
+  if (has_bytes(m.kind)) j["bytes"] = m.bytes;
+  if (has_gpus(m.kind)) j["gpus"] = m.gpus;
+  if (m.kind == MeasurementKind::gemm_with_collective) j["collective"] = std::string(collective_kind_name(m.collective));
+  j["time_us"] = m.time_us;
+  if (m.weight != 1) j["weight"] = m.weight;
+  if (!m.source.empty()) j["source"] = m.source;
+  return j;
+}
+
+Json measurements_file_json(const std::vector<Measurement>& ms, const std::string& hardware, const std::string& description) {
+  Json list = Json::array();
+  for (const auto& m : ms)
+    if (m.kind != MeasurementKind::scenario) list.push_back(measurement_json(m));
+  Json j{{"format", "tpsim-measurements"}, {"measurements", list}};
+  if (!hardware.empty()) j["hardware"] = hardware;
+  if (!description.empty()) j["description"] = description;
+  return j;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,116 @@
+// Calibration recovers known parameters from measurements the simulator made
+// with them, and reduces the error on the published measurements.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "support/simulate.hpp"
+#include "tpsim/calibration/calibrate.hpp"
+#include "tpsim/calibration/fit.hpp"
+#include "tpsim/calibration/measurement_dag.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+Json h100_json() { return resolve_hardware_json(models_dir() + "/h100_sxm.json"); }
+
+double value_at(const Json& hw, const std::string& pointer) { return hw[Json::json_pointer(pointer + "/value")].get<double>(); }
+
+Measurement make(MeasurementKind kind, GemmProblem g, double bytes, int gpus) {
+  Measurement m;
+  m.kind = kind;
+  m.gemm = g;
+  m.bytes = bytes;
+  m.gpus = gpus;
+  m.name = fmt::format("{} {}x{}x{} {:.0f} B x{}", measurement_kind_name(kind), g.m, g.n, g.k, bytes, gpus);
+  return m;
+}
+
+// What microbench measures, here taken on a simulated machine whose parameters we know.
+std::vector<Measurement> synthetic_measurements(const HardwareSpec& truth) {
+  std::vector<Measurement> ms;
+  for (std::int64_t m : {1024, 4096, 8192})
+    for (std::int64_t k : {512, 4096})
+      ms.push_back(make(MeasurementKind::gemm, {m, 8192, k, Dtype::bf16}, 0, 1));
+  for (double mib : {1.0, 64.0, 1024.0}) ms.push_back(make(MeasurementKind::peer_copy, {}, mib * 1048576, 2));
+  for (double mib : {32.0, 256.0, 2048.0}) ms.push_back(make(MeasurementKind::reduce_scatter, {}, mib * 1048576, 8));
+  ms.push_back(make(MeasurementKind::all_gather, {}, 512.0 * 1048576, 8));
+  ms.push_back(make(MeasurementKind::barrier, {}, 0, 8));
+  ms.push_back(make(MeasurementKind::barrier, {}, 0, 4));
+  for (auto& m : ms) m.time_us = predict_us(m, truth);
+  return ms;
+}
+
+}  // namespace
+
+TEST_CASE("Calibration recovers the parameters that made synthetic measurements", "[calibration]") {
+  const std::vector<std::pair<std::string, double>> truth_values = {
+      {"/gemm/tiles/0/mainloop_efficiency", 0.78}, {"/gemm/block_prologue", 1.2}, {"/fabric/nvlink/efficiency", 0.8},
+      {"/nccl/ring_startup", 25.0},                {"/barrier/latency", 9.0}};
+  Json truth = h100_json();
+  for (const auto& [p, v] : truth_values) truth[Json::json_pointer(p + "/value")] = v;
+  truth["/gemm/tiles/1/mainloop_efficiency/value"_json_pointer] = 0.78;  // tied to tile 0
+  const auto measurements = synthetic_measurements(parse_hardware(truth, "truth"));
+
+  Json start = h100_json();
+  FitOptions options;
+  options.max_evaluations = 600;
+  for (const auto& [p, v] : truth_values) options.only.push_back(p);
+  const FitReport report = fit_hardware(start, measurements, load_calibration_parameters(default_calibration_parameters_file()), options);
+  INFO(format_fit_report(report, measurements));
+  CHECK(report.objective_before > 1e-3);
+  CHECK(report.objective_after < 1e-5);
+  for (const auto& [p, v] : truth_values) {
+    INFO(p);
+    CHECK(value_at(start, p) == Approx(v).epsilon(0.03));
+  }
+  CHECK(value_at(start, "/gemm/tiles/1/mainloop_efficiency") == value_at(start, "/gemm/tiles/0/mainloop_efficiency"));
+  // Parameters left out of the fit keep their values.
+  CHECK(value_at(start, "/launch/host_overhead") == value_at(h100_json(), "/launch/host_overhead"));
+}
+
+TEST_CASE("Parameters no measurement depends on are kept and reported so", "[calibration]") {
+  Json hw = h100_json();
+  std::vector<Measurement> ms = {make(MeasurementKind::peer_copy, {}, 64.0 * 1048576, 2)};
+  ms[0].time_us = 200;
+  const FitReport r = fit_hardware(hw, ms, load_calibration_parameters(default_calibration_parameters_file()), FitOptions{});
+  for (const auto& c : r.parameters) {
+    INFO(c.parameter.pointer);
+    if (c.parameter.pointer.starts_with("/gemm") || c.parameter.pointer.starts_with("/barrier")) {
+      CHECK_FALSE(c.fitted);
+      CHECK(c.why_not == "no measurement depends on it");
+    }
+  }
+  CHECK(r.objective_after < r.objective_before);
+}
+
+TEST_CASE("Calibrating h100_sxm on the published measurements reduces the error", "[calibration][published]") {
+  CalibrationRequest req;
+  req.measurement_files = {models_dir() + "/measurements/h100_sxm_published.json"};
+  req.hardware = "h100_sxm";
+  req.name = "h100_sxm_refit";
+  const Calibration c = calibrate(req);
+  INFO(format_fit_report(c.report, c.measurements));
+  const double before = mean_abs_error(c.report.predicted_before_us, c.measurements);
+  const double after = mean_abs_error(c.report.predicted_after_us, c.measurements);
+  CHECK(after < before);
+  CHECK(c.report.objective_after < 0.5 * c.report.objective_before);
+  // The result is a hardware file run and sweep accept, and its fitted values say where they came from.
+  const HardwareSpec hw = parse_hardware(c.hardware, "calibrated");
+  CHECK(hw.name == "h100_sxm_refit");
+  CHECK(c.hardware["/gemm/block_prologue/source"_json_pointer].get<std::string>().starts_with("calibrated by tpsim calibrate"));
+  // Deterministic: the same inputs give the same file.
+  CHECK(calibrate(req).hardware.dump() == c.hardware.dump());
+}
+
+TEST_CASE("Bad calibration inputs are one clear error", "[calibration]") {
+  CalibrationRequest req;
+  req.measurement_files = {models_dir() + "/measurements/h100_sxm_published.json"};
+  req.hardware = "h100_sxn";
+  req.name = "x";
+  CHECK_THROWS_WITH(calibrate(req), R"(--hardware: "h100_sxn" is neither a shipped model nor a file (did you mean "h100_sxm"?))");
+  req.hardware = "h100_sxm";
+  req.measurement_files = {"/nonexistent/m.json"};
+  CHECK_THROWS_AS(calibrate(req), InputError);
+}

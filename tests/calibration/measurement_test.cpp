@@ -1,0 +1,151 @@
+// Measurement files, Kineto traces and tpsim results read as measurements;
+// every bad input is one InputError naming the JSON path.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "support/simulate.hpp"
+#include "tpsim/calibration/kineto_import.hpp"
+#include "tpsim/calibration/measurement.hpp"
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/calibration/result_import.hpp"
+#include "tpsim/io/result_writers.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+std::vector<Measurement> parse(const std::string& list) {
+  return parse_measurements(Json::parse(R"({"format": "tpsim-measurements", "hardware": "h100_sxm", "measurements": )" + list + "}"),
+                            "test.json");
+}
+
+std::string error_of(const std::string& list) {
+  try {
+    parse(list);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+const Measurement& named(const std::vector<Measurement>& ms, const std::string& name) {
+  for (const auto& m : ms)
+    if (m.name == name) return m;
+  throw std::logic_error("no measurement " + name);
+}
+
+}  // namespace
+
+TEST_CASE("Rates become times: TFLOP/s for GEMMs, GB/s for copies, bus bandwidth for collectives", "[measurement]") {
+  const auto ms = parse(R"([
+      {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "tflops": 800},
+      {"kind": "peer_copy", "bytes": 1e9, "gbps": 400},
+      {"kind": "reduce_scatter", "gpus": 8, "bytes": 8e9, "busbw_gbps": 350}])");
+  REQUIRE(ms.size() == 3);
+  CHECK(ms[0].time_us == Approx(2.0 * 8192 * 8192 * 8192 / 800e12 * 1e6));
+  CHECK(ms[1].time_us == Approx(2500));
+  CHECK(ms[2].time_us == Approx(8e9 * 7 / 8 / 350e9 * 1e6));
+  CHECK(measurement_class(ms[2].kind) == "collective");
+}
+
+TEST_CASE("Bad measurement files get one line naming the JSON path", "[measurement]") {
+  CHECK(error_of(R"([{"kind": "gemmm", "m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1}])") ==
+        R"($.measurements[0].kind: unknown kind "gemmm" (did you mean "gemm"?))");
+  CHECK(error_of(R"([{"kind": "gemm", "m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1, "tflops": 3}])") ==
+        "$.measurements[0]: give exactly one measured value (time_us or tflops), got 2");
+  CHECK(error_of(R"([{"kind": "peer_copy", "bytes": 10, "gpus": 2, "time_us": 1}])").starts_with(
+      R"($.measurements[0]: unknown key "gpus")"));
+  CHECK(error_of(R"([{"kind": "barrier", "gpus": 1, "time_us": 1}])") == "$.measurements[0].gpus: must be between 2 and 64");
+  CHECK(error_of(R"([{"kind": "launch", "time_us": -3}])") == "$.measurements[0].time_us: must be a positive number, got -3");
+  CHECK(error_of(R"([{"kind": "gemm", "m": 1e13, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1}])").starts_with(
+      "$.measurements[0].m: 10000000000000 is larger than the limit"));
+  CHECK(error_of(R"([{"kind": "scenario", "variant": "baseline", "time_us": 1,
+      "scenario": {"gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 0, "k": 1, "n": 1}}}])") ==
+        "$.measurements[0].scenario.workload.m: must be a positive integer, got 0");
+  CHECK(error_of(R"([{"kind": "scenario", "variant": "fusedd", "time_us": 1,
+      "scenario": {"gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1}}}])") ==
+        R"($.measurements[0].variant: variant "fusedd" does not apply)");
+  CHECK(error_of("{}") == "$.measurements: must be an array, got object");
+}
+
+TEST_CASE("The shipped published-measurement file loads and every row names its source", "[measurement]") {
+  const auto ms = load_measurements_file(models_dir() + "/measurements/h100_sxm_published.json");
+  CHECK(ms.size() >= 20);
+  for (const auto& m : ms) {
+    INFO(m.name);
+    CHECK(!m.source.empty());
+  }
+}
+
+TEST_CASE("Kineto import: GEMMs through their aten op, split-K kernels spanned, repeats at the median, NCCL by args",
+          "[measurement][kineto]") {
+  const auto ms = load_measurements_file(std::string(TPSIM_SOURCE_DIR) + "/tests/calibration/data/kineto_small.json");
+  REQUIRE(ms.size() == 4);  // two GEMM shapes, one all-gather, one reduce-scatter; the add and the all-reduce skipped
+  const Measurement& big = named(ms, "kineto gemm 4096x1024x8192 bf16");
+  CHECK(big.kind == MeasurementKind::gemm);
+  CHECK(big.time_us == Approx(92));  // median of 90, 94, 92
+  const Measurement& addmm = named(ms, "kineto gemm 256x1024x4096 fp16");
+  CHECK(addmm.time_us == Approx(12));  // the GEMM kernel and its split-K reduce: 710 .. 722
+  const Measurement& ag = named(ms, "kineto all_gather 33554432 B x8");
+  CHECK(ag.gpus == 8);
+  CHECK(ag.time_us == Approx(120));
+  const Measurement& rs = named(ms, "kineto reduce_scatter 33554432 B x8");
+  CHECK(rs.time_us == Approx(130));
+}
+
+TEST_CASE("Bad Kineto traces get one line naming the event", "[measurement][kineto]") {
+  auto err = [](const std::string& text) {
+    try {
+      import_kineto_trace(Json::parse(text), "t.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(err(R"({"traceEvents": 3})") == "$.traceEvents: must be an array");
+  CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "elementwise", "dur": 3, "ts": 1}]})")
+            .starts_with("$.traceEvents: holds no GEMM kernel"));
+  CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "ts": 1, "dur": -2,
+                 "args": {}}]})") == "$.traceEvents[0].dur: must be a positive number, got -2");
+  CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "ts": 1, "dur": 2,
+                 "args": {"Collective name": "allgather", "dtype": "BFloat16", "Out msg nelems": 8}}]})") ==
+        R"($.traceEvents[0].args: missing "Group size")");
+  CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {"External id": 1,
+                 "Input Dims": [[4, 8], [16, 2]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+               {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 1, "dur": 2, "args": {"External id": 1}}]})") ==
+        R"($.traceEvents[0].args."Input Dims": inner dimensions differ (8 and 16))");
+  CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": 7, "name": ["x"]}, {"ph": 1}]})").starts_with("$.traceEvents: holds no"));
+}
+
+TEST_CASE("A tpsim result imports as scenario measurements that the same model predicts exactly", "[measurement]") {
+  const RunResult r = test::simulate(R"({"name": "t", "hardware": "h100_sxm", "gpus": 4, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 4096, "k": 4096, "n": 4096}, "variants": ["baseline", "async_tp"]})");
+  const auto ms = import_result_json(result_json(r), "r.json");
+  REQUIRE(ms.size() == 2);
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    CHECK(ms[i].kind == MeasurementKind::scenario);
+    CHECK(predict_us(ms[i], test::h100()) == Approx(test::makespan_us(r, r.runs[i].variant)).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("Measurement DAGs behave physically", "[measurement]") {
+  auto us = [](const std::string& j) { return predict_us(parse("[" + j + "]").front(), test::h100()); };
+  // A large copy's time is proportional to its bytes.
+  const double c1 = us(R"({"kind": "peer_copy", "bytes": 1e9, "time_us": 1})");
+  const double c2 = us(R"({"kind": "peer_copy", "bytes": 2e9, "time_us": 1})");
+  CHECK(c2 / c1 == Approx(2).epsilon(0.01));
+  // A GEMM next to an NCCL collective loses the SMs the collective holds; next to copy-engine copies it does not
+  // lose SMs (only HBM bandwidth, which a compute-bound GEMM barely needs).
+  const std::string gemm = R"("m": 4224, "n": 4096, "k": 8192, "dtype": "bf16")";
+  const double alone = us(R"({"kind": "gemm", )" + gemm + R"(, "time_us": 1})");
+  const double with_nccl = us(R"({"kind": "gemm_with_collective", "collective": "all_gather", "gpus": 8, "bytes": 1e9, )" + gemm +
+                              R"(, "time_us": 1})");
+  const double with_ce = us(R"({"kind": "gemm_with_peer_copy", "bytes": 1e9, )" + gemm + R"(, "time_us": 1})");
+  CHECK(with_nccl > 1.2 * alone);
+  CHECK(with_ce >= alone);
+  CHECK(with_ce < 1.1 * alone);
+  // Launch: host overhead + device latency + a tiny kernel.
+  const double launch = us(R"({"kind": "launch", "time_us": 1})");
+  CHECK(launch > to_us(test::h100().launch.host_overhead + test::h100().launch.device_latency));
+}
