@@ -50,6 +50,7 @@ GemmProblem gemm_shape(const Json& args, const std::string& op, const std::strin
   if (k != k2) fail_at(dims_path, fmt::format("inner dimensions differ ({} and {})", k, k2));
   for (std::int64_t v : {m, n, k})
     if (v > kMaxDimension) fail_at(dims_path, fmt::format("{} is larger than the limit {}", v, kMaxDimension));
+  check_gemm_fits(m, n, k, dims_path);
   if (!args.contains("Input type") || !args["Input type"].is_array() || args["Input type"].size() <= a)
     fail_at(path + ".args", "has no \"Input type\" list");
   const std::string t = as_string(args["Input type"][a], fmt::format("{}[{}]", types_path, a));

@@ -157,7 +157,10 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
   const ObjectReader r(j, path, allowed_keys(m.kind));  // keys the kind does not use are errors
   m.origin = fmt::format("{} {}", origin, path);
   m.source = r.optional_string("source").value_or("");
-  if (has_gemm(m.kind)) m.gemm = GemmProblem{dim(r, "m"), dim(r, "n"), dim(r, "k"), parse_dtype_at(r)};
+  if (has_gemm(m.kind)) {
+    m.gemm = GemmProblem{dim(r, "m"), dim(r, "n"), dim(r, "k"), parse_dtype_at(r)};
+    check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path);
+  }
   if (has_bytes(m.kind)) {
     m.bytes = r.positive_number("bytes");
     if (m.bytes > 1e15) fail_at(r.child_path("bytes"), "larger than a petabyte");

@@ -1,4 +1,4 @@
-// tpsim command line. Exit codes: 0 ok, 2 bad input, 1 internal error.
+// tpsim command line. Exit codes: 0 ok, 2 bad input, 3 no usable GPU or a CUDA failure, 1 internal error.
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
@@ -17,7 +17,8 @@
 #include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/result_writers.hpp"
-#include "tpsim/cuda/launch_plan.hpp"
+#include "tpsim/cuda/gpu_executor.hpp"
+#include "measure_commands.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
 
@@ -41,21 +42,6 @@ int run_command(const std::string& scenario_file, const std::string& trace_file,
     std::cout << tpsim::format_table(r);
     if (!trace_file.empty()) std::cout << fmt::format("trace: {} (open in https://ui.perfetto.dev)\n", trace_file);
   }
-  return 0;
-}
-
-int measure_command(const std::string& file, bool dry_run, const std::string& json_out) {
-  if (!dry_run)
-    throw tpsim::InputError("running DAGs on GPUs is not implemented in this build yet; --dry-run prints the launch plan");
-  const tpsim::Scenario s = tpsim::load_scenario_file(file);
-  tpsim::Json all = tpsim::Json::array();
-  for (const std::string& v : s.variants) {
-    const tpsim::Dag dag = tpsim::build_dag(s, v);
-    const tpsim::LaunchPlan plan = tpsim::plan_launches(dag);
-    std::cout << fmt::format("== {}\n{}", v, tpsim::format_launch_plan(plan, dag));
-    all.push_back({{"variant", v}, {"plan", tpsim::launch_plan_json(plan, dag)}});
-  }
-  if (!json_out.empty()) write_file(json_out, all.dump(2) + "\n");
   return 0;
 }
 
@@ -113,12 +99,24 @@ int main(int argc, char** argv) {
   sweep->add_option("--markdown", sweep_opts.markdown, "also write a Markdown table of speedups");
   sweep->add_option("--jobs", sweep_opts.jobs, "threads (default: every core)")->check(CLI::NonNegativeNumber);
   sweep->add_option("--shard", shard, "I/N: run the I-th of N deterministic slices of the points (0-based)");
-  std::string measure_scenario, measure_out;
-  bool dry_run = false;
-  auto* measure = app.add_subcommand("measure", "run the scenario's DAGs on real GPUs (now: --dry-run prints the launch plan)");
+  std::string measure_scenario;
+  tpsim::cli::MeasureOptions mo;
+  auto* measure = app.add_subcommand("measure", "run each variant's op DAG on real GPUs; writes the result JSON and trace format of run");
   measure->add_option("scenario", measure_scenario, "scenario JSON file")->required();
-  measure->add_flag("--dry-run", dry_run, "print each rank's CUDA launch plan instead of running it");
-  measure->add_option("-o,--output", measure_out, "write the launch plan as JSON to FILE");
+  measure->add_option("-o,--output", mo.output, "measured result JSON (with --dry-run: the launch plan as JSON)");
+  measure->add_option("--trace", mo.trace, "write the measured timeline as a Chrome trace (Perfetto)");
+  measure->add_option("--repeat", mo.repeat, "timed repeats; each op's median is reported (default 10)")->check(CLI::PositiveNumber);
+  measure->add_option("--warmup", mo.warmup, "untimed repeats first (default 3)")->check(CLI::NonNegativeNumber);
+  measure->add_flag("--dry-run", mo.dry_run, "print each rank's CUDA launch plan instead of running it (no GPU needed)");
+  tpsim::cli::MeasureOptions mb;
+  auto* microbench = app.add_subcommand("microbench", "measure what calibration needs on this machine's GPUs");
+  microbench->add_option("-o,--output", mb.output, "measurement file to write (default micro.json)");
+  mb.output = "micro.json";
+  microbench->add_option("--gpus", mb.gpus, "GPUs for multi-GPU measurements (default: every GPU)")->check(CLI::PositiveNumber);
+  microbench->add_option("--dtype", mb.dtype, "GEMM dtype (default bf16)");
+  microbench->add_option("--repeat", mb.repeat, "timed repeats (default 10)")->check(CLI::PositiveNumber);
+  microbench->add_option("--warmup", mb.warmup, "untimed repeats first (default 3)")->check(CLI::NonNegativeNumber);
+  microbench->add_flag("--dry-run", mb.dry_run, "list the measurements instead of running them");
   tpsim::CalibrationRequest calib;
   std::string calib_out, calib_report, calib_only;
   auto* calibrate = app.add_subcommand("calibrate", "fit a hardware model's physical parameters to measurements");
@@ -153,7 +151,8 @@ int main(int argc, char** argv) {
         if (!item.empty()) calib.fit.only.push_back(item);
       return calibrate_command(calib, calib_out, calib_report);
     }
-    if (*measure) return measure_command(measure_scenario, dry_run, measure_out);
+    if (*measure) return tpsim::cli::measure(measure_scenario, mo);
+    if (*microbench) return tpsim::cli::microbench(mb);
     if (*merge) {
       tpsim::merge_sweep_csvs(merge_inputs, merge_output);
       if (!merge_markdown.empty()) tpsim::write_markdown_from_csv(merge_output, merge_markdown);
@@ -164,6 +163,9 @@ int main(int argc, char** argv) {
   } catch (const tpsim::SimulationLimit& e) {
     std::cerr << "tpsim: error: " << e.what() << "\n";
     return 2;
+  } catch (const tpsim::GpuError& e) {
+    std::cerr << "tpsim: error: " << e.what() << "\n";
+    return 3;
   } catch (const tpsim::InputError& e) {
     std::cerr << "tpsim: error: " << e.what() << "\n";
     return 2;

@@ -25,6 +25,26 @@ std::string_view launch_kind_name(LaunchKind k) {
   return "?";
 }
 
+namespace {
+
+// NCCL needs an ncclRecv on the receiver for every ncclSend: each rank's send/recv
+// call receives what the other ranks' calls of the same group send it.
+void match_receives(LaunchPlan& plan, const Dag& dag) {
+  std::map<int, std::vector<std::pair<int, const SendRecvOp*>>> by_group;  // group -> (rank, op)
+  for (const RankPlan& rp : plan.ranks)
+    for (const Launch& l : rp.launches)
+      if (l.kind == LaunchKind::nccl_sendrecv) by_group[l.group].emplace_back(rp.rank, &std::get<SendRecvOp>(dag.op(l.op).payload));
+  for (RankPlan& rp : plan.ranks)
+    for (Launch& l : rp.launches) {
+      if (l.kind != LaunchKind::nccl_sendrecv) continue;
+      for (const auto& [sender, op] : by_group[l.group])
+        for (const Transfer& t : op->sends)
+          if (t.peer == rp.rank) l.recvs.push_back(Transfer{sender, t.bytes});
+    }
+}
+
+}  // namespace
+
 LaunchPlan plan_launches(const Dag& dag) {
   LaunchPlan plan;
   plan.groups = dag.groups();
@@ -97,6 +117,7 @@ LaunchPlan plan_launches(const Dag& dag) {
   for (std::size_t g = 0; g < group_ranks.size(); ++g)
     if (static_cast<int>(group_ranks[g].size()) != dag.ranks())
       throw std::logic_error(fmt::format("group {} is called by {} of {} ranks: NCCL would hang", g, group_ranks[g].size(), dag.ranks()));
+  match_receives(plan, dag);
   return plan;
 }
 

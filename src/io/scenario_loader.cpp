@@ -109,6 +109,7 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
   } else {
     wl.n.push_back(dimension(w, "n"));
   }
+  for (std::int64_t n : wl.n) check_gemm_fits(wl.m, n, wl.k, w.path());
   if (op == "matmul") return wl;
   if (gpus < 2) fail_at("$.gpus", fmt::format("{} needs at least 2 GPUs", op));
   if (wl.m % gpus != 0)
@@ -117,6 +118,14 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
 }
 
 }  // namespace
+
+void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path) {
+  const std::pair<std::int64_t, std::int64_t> operands[] = {{m, k}, {k, n}, {m, n}};
+  for (auto [rows, cols] : operands)
+    if (static_cast<double>(rows) * static_cast<double>(cols) > kMaxMatrixElements)
+      fail_at(path, fmt::format("a {} x {} operand ({:.3g} elements) is larger than any GPU memory holds (limit 2^36 elements)", rows,
+                                cols, static_cast<double>(rows) * static_cast<double>(cols)));
+}
 
 HardwareSpec HardwareCache::get(const std::string& ref, const std::string& base_dir) {
   const auto key = std::make_pair(ref, base_dir);

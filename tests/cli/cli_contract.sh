@@ -31,6 +31,7 @@ check "unknown hardware" 2 '$.hardware: unknown hardware "h100_smx" (did you mea
 check "unknown variant" 2 '$.variants[1]: variant "fuzed" is not available for allgather_matmul (did you mean "fused"?)' "{$base, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 4096, \"k\": 4096, \"n\": 4096}, \"variants\": [\"baseline\", \"fuzed\"]}"
 check "variant of another op" 2 '$.variants[0]: variant "fused" is not available for matmul_reducescatter' "{$base, \"workload\": {\"op\": \"matmul_reducescatter\", \"m\": 4096, \"k\": 4096, \"n\": 4096}, \"variants\": [\"fused\"]}"
 check "unknown op" 2 '$.workload.op: unknown op "allgather_matmull" (did you mean "allgather_matmul"?)' "{$base, \"workload\": {\"op\": \"allgather_matmull\", \"m\": 1, \"k\": 1, \"n\": 1}}"
+check "GEMM larger than any GPU" 2 '$.workload: a 16777216 x 16777216 operand' "{$base, \"workload\": {\"op\": \"matmul\", \"m\": 16777216, \"k\": 16777216, \"n\": 16777216}}"
 check "malformed JSON" 2 'malformed JSON' "{$base, \"workload\": "
 check "not an object" 2 '$: must be an object, got array' '[1, 2]'
 "$tpsim" run "$work/missing.json" > /dev/null 2> "$work/err"; rc=$?
@@ -64,8 +65,15 @@ if [ $rc = 2 ] && grep -q 'did you mean "h100_sxm"' "$work/err"; then echo "ok h
 
 # measure: the launch plan without a GPU.
 if "$tpsim" measure "$root/scenarios/quickstart.json" --dry-run -o "$work/plan.json" > "$work/plan.txt" && grep -q cudaMemcpyPeerAsync "$work/plan.txt" && grep -q '"ranks"' "$work/plan.json"; then echo "ok measure --dry-run"; else echo "FAIL measure --dry-run"; fails=$((fails+1)); fi
-"$tpsim" measure "$root/scenarios/quickstart.json" > /dev/null 2> "$work/err"; rc=$?
-if [ $rc = 2 ] && grep -q "not implemented" "$work/err"; then echo "ok measure without --dry-run says so"; else echo "FAIL measure: exit $rc"; fails=$((fails+1)); fi
+# Without enough GPUs (or without the CUDA backend in this build) measure and microbench say so: exit 3, one line.
+if [ "$("$tpsim" microbench --dry-run | wc -l)" -gt 20 ]; then echo "ok microbench --dry-run"; else echo "FAIL microbench --dry-run"; fails=$((fails+1)); fi
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  "$tpsim" measure "$root/scenarios/quickstart.json" -o "$work/measured.json" > /dev/null 2> "$work/err"; rc=$?
+  if [ $rc = 3 ] && grep -qE "GPUs, this machine has|without the CUDA backend" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ] && [ ! -e "$work/measured.json" ]; then
+    echo "ok measure without GPUs says so"; else echo "FAIL measure without GPUs: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
+  "$tpsim" microbench -o "$work/micro.json" > /dev/null 2> "$work/err"; rc=$?
+  if [ $rc = 3 ] && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok microbench without GPUs says so"; else echo "FAIL microbench without GPUs: exit $rc"; fails=$((fails+1)); fi
+fi
 
 # calibrate: published measurements in, a model that run accepts out; bad files are one line.
 if "$tpsim" calibrate --measurements "$root/models/measurements/h100_sxm_published.json" --hardware h100_sxm -o "$work/mine.json" > "$work/cal.txt" \

@@ -73,3 +73,23 @@ TEST_CASE("Launch plans are JSON with one entry per call", "[cuda]") {
   CHECK(j["ranks"].size() == 2);
   CHECK(j["ranks"][0]["launches"].size() == dag.program(0).size());
 }
+
+TEST_CASE("NCCL send/recv: every rank receives exactly what its peers send it", "[cuda]") {
+  const Dag dag = dag_for("async_tp_nccl", 4);
+  const LaunchPlan plan = plan_launches(dag);
+  double sent = 0, received = 0;
+  int calls = 0;
+  for (const RankPlan& rp : plan.ranks)
+    for (const Launch& l : rp.launches) {
+      if (l.kind != LaunchKind::nccl_sendrecv) continue;
+      ++calls;
+      for (const auto& t : std::get<SendRecvOp>(dag.op(l.op).payload).sends) sent += t.bytes;
+      for (const auto& t : l.recvs) {
+        received += t.bytes;
+        CHECK(t.peer != rp.rank);
+      }
+    }
+  CHECK(calls > 0);
+  CHECK(sent > 0);
+  CHECK(received == sent);
+}

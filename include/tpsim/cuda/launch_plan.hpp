@@ -35,6 +35,7 @@ struct Launch {
   int event_slot = -1;  // record / wait: the rank's event index
   int group = -1;       // collectives, send/recv, barriers: the group all ranks share
   std::string args;     // shape, bytes, peers: what the call needs, readable
+  std::vector<Transfer> recvs;  // send/recv: what the peers of the group send this rank (ncclRecv calls)
 };
 
 struct RankPlan {

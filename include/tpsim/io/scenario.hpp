@@ -53,6 +53,11 @@ struct Scenario {
 constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 constexpr int kMaxGpus = 64;
 constexpr int kMaxLayers = 1000;
+// 2^36 elements (128 GiB at 2 bytes): no GPU holds a larger operand, and simulating
+// GEMMs beyond it would take hours of block events.
+constexpr double kMaxMatrixElements = 68719476736.0;
+// Fails at `path` when an operand of an m x k by k x n GEMM exceeds kMaxMatrixElements.
+void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path);
 
 // Hardware already loaded, by reference as written (sweeps parse many scenarios
 // naming the same few files). Safe to share between threads.

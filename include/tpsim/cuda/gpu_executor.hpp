@@ -1,0 +1,38 @@
+#pragma once
+// Runs an op DAG on real GPUs (built with -DTPSIM_CUDA=ON or AUTO when CMake
+// finds nvcc, cuBLASLt and NCCL): one host thread per GPU in this process, peer
+// access between every pair, cuBLASLt for GEMMs, cudaMemcpyPeerAsync (copy
+// engine) for peer copies, NCCL for collectives and send/recv, the DAG's streams
+// and events as CUDA streams and events, barriers through peer-mapped flags, and
+// memory-bound kernels of its own. Every op is bracketed by CUDA events timed
+// against a start event each rank records right after a cross-GPU barrier.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tpsim/cuda/launch_plan.hpp"
+#include "tpsim/cuda/measured_timeline.hpp"
+
+namespace tpsim {
+
+// No usable GPU, too few of them, or a CUDA/cuBLAS/NCCL call failed.
+class GpuError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct GpuRunOptions {
+  int warmup = 3;
+  int repeats = 10;
+};
+
+bool cuda_backend_built();
+// Devices the driver reports (0 when there is no driver or no device).
+int cuda_device_count();
+std::string cuda_device_name(int device);
+std::vector<int> cuda_sm_counts(int devices);
+
+// repeats[r][op]: each op's start and end in repeat r. Throws GpuError.
+std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan& plan, const GpuRunOptions& options);
+
+}  // namespace tpsim

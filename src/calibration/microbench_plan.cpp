@@ -1,0 +1,65 @@
+#include "tpsim/calibration/microbench_plan.hpp"
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+Measurement gemm(std::int64_t m, std::int64_t n, std::int64_t k, Dtype d) {
+  Measurement x;
+  x.kind = MeasurementKind::gemm;
+  x.gemm = {m, n, k, d};
+  x.name = fmt::format("gemm {}x{}x{} {}", m, n, k, dtype_name(d));
+  return x;
+}
+
+Measurement sized(MeasurementKind kind, double bytes, int gpus) {
+  Measurement x;
+  x.kind = kind;
+  x.bytes = bytes;
+  x.gpus = gpus;
+  x.name = fmt::format("{} {:.0f} B x{}", measurement_kind_name(kind), bytes, gpus);
+  return x;
+}
+
+constexpr double kMiB = 1048576.0;
+
+}  // namespace
+
+std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
+  std::vector<Measurement> out;
+  // The staircase: with 128x256 tiles an N=8192 GEMM has 32 tiles per 128 rows;
+  // these M cross wave boundaries of a 132-SM GPU and land between them.
+  for (std::int64_t m : {512, 1024, 2048, 4096, 4224, 4352, 6144, 8192, 8448})
+    out.push_back(gemm(m, 8192, 8192, dtype));
+  for (std::int64_t k : {256, 512, 1024, 2048, 8192, 16384}) out.push_back(gemm(4096, 4096, k, dtype));
+  for (std::int64_t m : {128, 256}) out.push_back(gemm(m, 8192, 8192, dtype));  // small M: weight-read bound
+  for (double mib : {1.0, 16.0, 256.0, 1024.0}) out.push_back(sized(MeasurementKind::local_copy, mib * kMiB, 1));
+  Measurement launch;
+  launch.kind = MeasurementKind::launch;
+  launch.name = "launch";
+  out.push_back(launch);
+  if (gpus < 2) return out;
+  for (double mib : {0.0625, 1.0, 16.0, 256.0, 1024.0}) out.push_back(sized(MeasurementKind::peer_copy, mib * kMiB, 2));
+  for (auto kind : {MeasurementKind::all_gather, MeasurementKind::reduce_scatter})
+    for (double mib : {1.0, 16.0, 128.0, 1024.0}) out.push_back(sized(kind, mib * kMiB, gpus));
+  out.push_back(sized(MeasurementKind::barrier, 0, gpus));
+  out.back().name = fmt::format("barrier x{}", gpus);
+  Measurement with_copy = gemm(8192, 8192, 8192, dtype);
+  with_copy.kind = MeasurementKind::gemm_with_peer_copy;
+  with_copy.bytes = 1024 * kMiB;
+  with_copy.gpus = 2;
+  with_copy.name = fmt::format("gemm 8192x8192x8192 {} + peer copy 1 GiB", dtype_name(dtype));
+  out.push_back(with_copy);
+  Measurement with_nccl = gemm(8192, 8192, 8192, dtype);
+  with_nccl.kind = MeasurementKind::gemm_with_collective;
+  with_nccl.collective = CollectiveKind::all_gather;
+  with_nccl.bytes = 1024 * kMiB;
+  with_nccl.gpus = gpus;
+  with_nccl.name = fmt::format("gemm 8192x8192x8192 {} + all_gather 1 GiB x{}", dtype_name(dtype), gpus);
+  out.push_back(with_nccl);
+  return out;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,93 @@
+#include "measure_commands.hpp"
+
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "tpsim/analysis/metrics.hpp"
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/calibration/microbench_plan.hpp"
+#include "tpsim/cuda/gpu_executor.hpp"
+#include "tpsim/cuda/launch_plan.hpp"
+#include "tpsim/io/chrome_trace.hpp"
+#include "tpsim/io/result_writers.hpp"
+#include "tpsim/strategies/registry.hpp"
+
+namespace tpsim::cli {
+
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw InputError(fmt::format("{}: cannot write file", path));
+  out << text;
+}
+
+std::string machine_name(int gpus) { return fmt::format("{} x {}", gpus, cuda_device_name(0)); }
+
+}  // namespace
+
+int measure(const std::string& scenario_file, const MeasureOptions& o) {
+  const Scenario s = load_scenario_file(scenario_file);
+  if (o.dry_run) {
+    Json all = Json::array();
+    for (const std::string& v : s.variants) {
+      const Dag dag = build_dag(s, v);
+      const LaunchPlan plan = plan_launches(dag);
+      std::cout << fmt::format("== {}\n{}", v, format_launch_plan(plan, dag));
+      all.push_back({{"variant", v}, {"plan", launch_plan_json(plan, dag)}});
+    }
+    if (!o.output.empty()) write_file(o.output, all.dump(2) + "\n");
+    return 0;
+  }
+  RunResult result{s, {}};
+  const GpuRunOptions run{o.warmup, o.repeat};
+  for (const std::string& v : s.variants) {
+    Dag dag = build_dag(s, v);
+    const LaunchPlan plan = plan_launches(dag);
+    const auto samples = run_on_gpus(dag, plan, run);
+    Timeline tl = measured_timeline(dag, samples, cuda_sm_counts(dag.ranks()));
+    VariantMetrics m = analyze(dag, tl);
+    result.runs.push_back(VariantRun{v, std::move(dag), std::move(tl), std::move(m)});
+  }
+  Json j = result_json(result);
+  j["measured_on"] = machine_name(s.gpus);
+  j["warmup"] = o.warmup;
+  j["repeats"] = o.repeat;
+  if (!o.output.empty()) write_file(o.output, j.dump(2) + "\n");
+  if (!o.trace.empty()) write_file(o.trace, chrome_trace(result).dump() + "\n");
+  std::cout << fmt::format("measured on {} (median of {} repeats after {} warm-up)\n", machine_name(s.gpus), o.repeat, o.warmup)
+            << format_table(result);
+  return 0;
+}
+
+int microbench(const MeasureOptions& o) {
+  const auto dtype = parse_dtype(o.dtype);
+  if (!dtype) throw InputError(fmt::format("--dtype: unknown dtype \"{}\" (bf16, fp16, fp32 or fp8)", o.dtype));
+  const int gpus = o.gpus > 0 ? o.gpus : (o.dry_run ? 8 : cuda_device_count());
+  if (!o.dry_run && gpus > cuda_device_count())
+    throw GpuError(fmt::format("--gpus {}: this machine has {} usable GPU(s)", gpus, cuda_device_count()));
+  std::vector<Measurement> ms = microbench_measurements(gpus, *dtype);
+  if (o.dry_run) {
+    for (const auto& m : ms) {
+      const MeasurementDag md = measurement_dag(m);
+      std::cout << fmt::format("{:<52} {} GPU(s), {} launches\n", m.name, md.dag.ranks(), md.dag.size());
+    }
+    return 0;
+  }
+  if (gpus < 1) throw GpuError("no CUDA device found");
+  const GpuRunOptions run{o.warmup, o.repeat};
+  const std::string machine = machine_name(gpus);
+  for (auto& m : ms) {
+    const MeasurementDag md = measurement_dag(m);
+    m.time_us = median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), run), md.target, md.from_host_start);
+    m.source = fmt::format("tpsim microbench on {}, median of {} repeats", machine, o.repeat);
+    std::cout << fmt::format("{:<52} {:>12.2f} us\n", m.name, m.time_us);
+  }
+  write_file(o.output, measurements_file_json(ms, "", fmt::format("tpsim microbench on {}", machine)).dump(2) + "\n");
+  std::cout << fmt::format("{}: {} measurements (tpsim calibrate --measurements {} --hardware ...)\n", o.output, ms.size(), o.output);
+  return 0;
+}
+
+}  // namespace tpsim::cli

@@ -1,0 +1,21 @@
+#pragma once
+// `tpsim measure` and `tpsim microbench`: run DAGs on real GPUs through the CUDA
+// backend (or print what would run, with --dry-run, on any machine).
+#include <string>
+
+namespace tpsim::cli {
+
+struct MeasureOptions {
+  std::string output;  // result JSON (measure) or measurement file (microbench)
+  std::string trace;
+  bool dry_run = false;
+  int warmup = 3;
+  int repeat = 10;
+  int gpus = 0;  // microbench: 0 = every GPU
+  std::string dtype = "bf16";
+};
+
+int measure(const std::string& scenario_file, const MeasureOptions& o);
+int microbench(const MeasureOptions& o);
+
+}  // namespace tpsim::cli

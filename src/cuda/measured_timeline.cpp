@@ -1,0 +1,68 @@
+#include "tpsim/cuda/measured_timeline.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+Tick ms_to_tick(double ms) { return static_cast<Tick>(std::llround(ms * 1e9)); }
+
+void check_samples(const Dag& dag, const std::vector<std::vector<OpSample>>& repeats) {
+  if (repeats.empty()) throw std::invalid_argument("no repeat was measured");
+  for (std::size_t r = 0; r < repeats.size(); ++r) {
+    if (repeats[r].size() != dag.size())
+      throw std::invalid_argument(fmt::format("repeat {} has {} op times for {} ops", r, repeats[r].size(), dag.size()));
+    for (std::size_t i = 0; i < repeats[r].size(); ++i) {
+      const OpSample& s = repeats[r][i];
+      if (!(s.start_ms >= 0) || !(s.end_ms >= s.start_ms))
+        throw std::invalid_argument(fmt::format("repeat {}, op {}: start {} ms, end {} ms", r, dag.op(static_cast<OpId>(i)).name,
+                                                s.start_ms, s.end_ms));
+    }
+  }
+}
+
+}  // namespace
+
+Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSample>>& repeats, const std::vector<int>& sm_count) {
+  check_samples(dag, repeats);
+  Timeline tl;
+  tl.detailed = true;
+  tl.ops.resize(dag.size());
+  for (std::size_t i = 0; i < dag.size(); ++i) {
+    std::vector<double> starts, ends;
+    for (const auto& rep : repeats) starts.push_back(rep[i].start_ms), ends.push_back(rep[i].end_ms);
+    OpTiming& t = tl.ops[i];
+    t.start = ms_to_tick(median(starts));
+    t.end = std::max(t.start, ms_to_tick(median(ends)));  // medians taken apart can cross on a zero-length op
+    t.issued = t.ready = t.start;  // the host's enqueue time is not measured
+  }
+  const auto ranks = static_cast<std::size_t>(dag.ranks());
+  tl.sm_count = sm_count;
+  tl.sm_count.resize(ranks, 1);
+  tl.busy_sm_time.assign(ranks, 0.0);  // SM occupancy is not measured (CUDA events time ops, not SMs)
+  tl.busy_sms.assign(ranks, {});
+  tl.egress_rate.assign(ranks, {});
+  tl.egress_bytes.assign(ranks, 0.0);
+  tl.egress_capacity.assign(ranks, 0.0);
+  return tl;
+}
+
+double median_span_us(const std::vector<std::vector<OpSample>>& repeats, OpId op, bool from_zero) {
+  std::vector<double> spans;
+  for (const auto& rep : repeats) spans.push_back((rep.at(op).end_ms - (from_zero ? 0.0 : rep.at(op).start_ms)) * 1e3);
+  if (spans.empty()) throw std::invalid_argument("no repeat was measured");
+  return median(spans);
+}
+
+}  // namespace tpsim

@@ -1,0 +1,170 @@
+#include "tpsim/cuda/gpu_executor.hpp"
+
+#include <barrier>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "gpu_kernels.hpp"
+#include "gpu_setup.hpp"
+
+namespace tpsim {
+
+namespace {
+
+using gpu::RankState;
+
+ncclDataType_t nccl_type() { return ncclBfloat16; }  // collectives move bf16 elements (the byte counts are what matter)
+
+// Enqueues one launch on its CUDA stream, exactly as the plan says.
+void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::unique_ptr<RankState>>& all, int ranks) {
+  cudaStream_t s = st.streams[static_cast<std::size_t>(l.stream)];
+  const Op& op = dag.op(l.op);
+  switch (l.kind) {
+    case LaunchKind::gemm: {
+      const gpu::LtGemm& g = st.gemms.at(l.op);
+      const float alpha = 1.0f, beta = 0.0f;
+      char* a = st.arena;
+      char* b = a + g.a_bytes;
+      char* c = b + g.b_bytes;
+      TPSIM_GPU_CHECK(cublasLtMatmul(st.lt, g.desc, &alpha, a, g.a, b, g.b, &beta, c, g.c, c, g.c, &g.algo,
+                                     st.workspaces[static_cast<std::size_t>(l.stream)], gpu::kWorkspaceBytes, s));
+      return;
+    }
+    case LaunchKind::elementwise: {
+      const auto& e = std::get<ElementwiseOp>(op.payload);
+      const auto read = static_cast<std::size_t>(e.bytes_read);
+      TPSIM_GPU_CHECK(gpu::stream_bytes(st.arena, st.arena + read, read, static_cast<std::size_t>(e.bytes_written), 2 * st.sms, s));
+      return;
+    }
+    case LaunchKind::memcpy_peer: {
+      const auto& c = std::get<CopyOp>(op.payload);
+      RankState& src = *all[static_cast<std::size_t>(c.src_rank)];
+      RankState& dst = *all[static_cast<std::size_t>(c.dst_rank)];
+      TPSIM_GPU_CHECK(cudaMemcpyPeerAsync(dst.arena, dst.device, src.arena, src.device, static_cast<std::size_t>(c.bytes), s));
+      return;
+    }
+    case LaunchKind::nccl_collective: {
+      const auto& c = std::get<CollectiveOp>(op.payload);
+      const auto elements = static_cast<std::size_t>(c.buffer_bytes / 2);
+      const std::size_t shard = elements / static_cast<std::size_t>(ranks);
+      char* whole = st.arena;
+      char* part = st.arena + elements * 2;
+      if (c.kind == CollectiveKind::all_gather)
+        TPSIM_GPU_CHECK(ncclAllGather(part, whole, shard, nccl_type(), st.comm, s));
+      else
+        TPSIM_GPU_CHECK(ncclReduceScatter(whole, part, shard, nccl_type(), ncclSum, st.comm, s));
+      return;
+    }
+    case LaunchKind::nccl_sendrecv: {
+      const auto& sr = std::get<SendRecvOp>(op.payload);
+      std::size_t offset = 0;
+      TPSIM_GPU_CHECK(ncclGroupStart());
+      for (const Transfer& t : sr.sends) TPSIM_GPU_CHECK(ncclSend(st.arena, static_cast<std::size_t>(t.bytes), ncclChar, t.peer, st.comm, s));
+      for (const Transfer& t : l.recvs) {
+        TPSIM_GPU_CHECK(ncclRecv(st.arena + offset, static_cast<std::size_t>(t.bytes), ncclChar, t.peer, st.comm, s));
+        offset += static_cast<std::size_t>(t.bytes);
+      }
+      TPSIM_GPU_CHECK(ncclGroupEnd());
+      return;
+    }
+    case LaunchKind::barrier:
+      TPSIM_GPU_CHECK(gpu::flag_barrier(st.flags_of_rank, st.device, ranks, ++st.epoch, s));
+      return;
+    case LaunchKind::event_record:
+      TPSIM_GPU_CHECK(cudaEventRecord(st.slots[static_cast<std::size_t>(l.event_slot)], s));
+      return;
+    case LaunchKind::event_wait:
+      TPSIM_GPU_CHECK(cudaStreamWaitEvent(s, st.slots[static_cast<std::size_t>(l.event_slot)], 0));
+      return;
+    case LaunchKind::attention:
+    case LaunchKind::fused_gemm: break;
+  }
+  throw GpuError(fmt::format("op \"{}\" is not run by the CUDA backend", op.name));
+}
+
+// One repeat on one rank: a cross-GPU barrier, the common start event, every launch
+// bracketed by timed events; then the times since the start.
+void run_repeat(const RankPlan& rp, const Dag& dag, RankState& st, std::vector<std::unique_ptr<RankState>>& all, int ranks,
+                std::vector<OpSample>* out) {
+  cudaStream_t first = st.streams[0];
+  if (ranks > 1) TPSIM_GPU_CHECK(gpu::flag_barrier(st.flags_of_rank, st.device, ranks, ++st.epoch, first));
+  TPSIM_GPU_CHECK(cudaEventRecord(st.t0, first));
+  for (std::size_t s = 1; s < st.streams.size(); ++s) TPSIM_GPU_CHECK(cudaStreamWaitEvent(st.streams[s], st.t0, 0));
+  for (std::size_t i = 0; i < rp.launches.size(); ++i) {
+    const Launch& l = rp.launches[i];
+    cudaStream_t s = st.streams[static_cast<std::size_t>(l.stream)];
+    TPSIM_GPU_CHECK(cudaEventRecord(st.op_start[i], s));
+    issue(l, dag, st, all, ranks);
+    TPSIM_GPU_CHECK(cudaEventRecord(st.op_end[i], s));
+  }
+  TPSIM_GPU_CHECK(cudaDeviceSynchronize());
+  if (!out) return;
+  for (std::size_t i = 0; i < rp.launches.size(); ++i) {
+    float a = 0, b = 0;
+    TPSIM_GPU_CHECK(cudaEventElapsedTime(&a, st.t0, st.op_start[i]));
+    TPSIM_GPU_CHECK(cudaEventElapsedTime(&b, st.t0, st.op_end[i]));
+    (*out)[rp.launches[i].op] = OpSample{a, b};
+  }
+}
+
+}  // namespace
+
+bool cuda_backend_built() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_device_name(int device) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "";
+  return p.name;
+}
+
+std::vector<int> cuda_sm_counts(int devices) {
+  std::vector<int> out;
+  for (int d = 0; d < devices; ++d) {
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d);
+    out.push_back(sms);
+  }
+  return out;
+}
+
+std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan& plan, const GpuRunOptions& options) {
+  auto ranks = gpu::set_up_ranks(dag, plan);
+  const int n = dag.ranks();
+  std::vector<std::vector<OpSample>> repeats(static_cast<std::size_t>(options.repeats), std::vector<OpSample>(dag.size()));
+  std::barrier sync(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        RankState& st = *ranks[static_cast<std::size_t>(r)];
+        TPSIM_GPU_CHECK(cudaSetDevice(st.device));
+        const RankPlan& rp = plan.ranks[static_cast<std::size_t>(r)];
+        for (int it = 0; it < options.warmup + options.repeats; ++it) {
+          sync.arrive_and_wait();  // every host thread starts the repeat together
+          run_repeat(rp, dag, st, ranks, n, it < options.warmup ? nullptr : &repeats[static_cast<std::size_t>(it - options.warmup)]);
+        }
+      } catch (const std::exception& e) {
+        // The other ranks may now wait forever inside NCCL or a barrier kernel: stop the process.
+        std::fprintf(stderr, "tpsim: error: GPU %d: %s\n", r, e.what());
+        std::_Exit(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  gpu::tear_down_ranks(ranks);
+  return repeats;
+}
+
+}  // namespace tpsim

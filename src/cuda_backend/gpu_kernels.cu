@@ -1,0 +1,63 @@
+#include "gpu_kernels.hpp"
+
+#include <cstdint>
+
+namespace tpsim::gpu {
+
+namespace {
+
+__global__ void fill_kernel(std::uint16_t* p, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    p[i] = static_cast<std::uint16_t>(0x3800u | (h & 0x3ffu) | ((h >> 10) & 1u) << 15);
+  }
+}
+
+__global__ void stream_kernel(const uint4* src, uint4* dst, std::size_t n_read, std::size_t n_write) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  uint4 acc = make_uint4(0, 0, 0, 0);
+  const std::size_t n = n_read > n_write ? n_read : n_write;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    if (i < n_read) {
+      const uint4 v = src[i];
+      acc.x ^= v.x, acc.y ^= v.y, acc.z ^= v.z, acc.w ^= v.w;
+    }
+    if (i < n_write) dst[i] = acc;
+  }
+}
+
+__global__ void barrier_kernel(int* const* flags_of_rank, int rank, int ranks, int epoch) {
+  const int peer = static_cast<int>(threadIdx.x);
+  if (peer < ranks) {
+    __threadfence_system();  // this rank's earlier writes are visible before the signal
+    volatile int* theirs = flags_of_rank[peer] + rank;
+    *theirs = epoch;
+    volatile int* mine = flags_of_rank[rank] + peer;
+    while (*mine < epoch) {
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace
+
+cudaError_t fill_operands(void* p, std::size_t bytes, unsigned seed, cudaStream_t s) {
+  fill_kernel<<<1024, 256, 0, s>>>(static_cast<std::uint16_t*>(p), bytes / 2, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t stream_bytes(const void* src, void* dst, std::size_t read_bytes, std::size_t write_bytes, int blocks, cudaStream_t s) {
+  stream_kernel<<<blocks, 512, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), read_bytes / sizeof(uint4),
+                                       write_bytes / sizeof(uint4));
+  return cudaGetLastError();
+}
+
+cudaError_t flag_barrier(int* const* flags_of_rank, int rank, int ranks, int epoch, cudaStream_t s) {
+  const int threads = ranks > 32 ? ((ranks + 31) / 32) * 32 : 32;
+  barrier_kernel<<<1, threads, 0, s>>>(flags_of_rank, rank, ranks, epoch);
+  return cudaGetLastError();
+}
+
+}  // namespace tpsim::gpu

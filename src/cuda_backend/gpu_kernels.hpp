@@ -1,0 +1,18 @@
+#pragma once
+// tpsim's own kernels for the CUDA backend (gpu_kernels.cu), callable from host C++.
+#include <cstddef>
+
+#include <cuda_runtime.h>
+
+namespace tpsim::gpu {
+
+// Finite, normal 16-bit patterns (0.5..1 in fp16, small normals in bf16), so GEMMs
+// run on data like real activations rather than zeros.
+cudaError_t fill_operands(void* p, std::size_t bytes, unsigned seed, cudaStream_t s);
+// A memory-bound kernel: reads `read_bytes` from src and writes `write_bytes` to dst.
+cudaError_t stream_bytes(const void* src, void* dst, std::size_t read_bytes, std::size_t write_bytes, int blocks, cudaStream_t s);
+// Signals every peer's flag slot for this rank with `epoch` (peer-mapped writes),
+// then waits until every peer has signalled this rank's flags. One block of 32+ threads.
+cudaError_t flag_barrier(int* const* flags_of_rank, int rank, int ranks, int epoch, cudaStream_t s);
+
+}  // namespace tpsim::gpu

@@ -1,0 +1,187 @@
+#include "gpu_setup.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "gpu_kernels.hpp"
+
+namespace tpsim::gpu {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw GpuError(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+}
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw GpuError(fmt::format("{}: cuBLAS status {}", what, static_cast<int>(s)));
+}
+void check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw GpuError(fmt::format("{}: {}", what, ncclGetErrorString(r)));
+}
+
+namespace {
+
+struct LtTypes {
+  cudaDataType_t ab, cd;
+  bool transpose_a;  // FP8 matmuls need A transposed (the "TN" layout)
+};
+
+LtTypes lt_types(Dtype d) {
+  switch (d) {
+    case Dtype::bf16: return {CUDA_R_16BF, CUDA_R_16BF, false};
+    case Dtype::fp16: return {CUDA_R_16F, CUDA_R_16F, false};
+    case Dtype::fp32: return {CUDA_R_32F, CUDA_R_32F, false};
+    case Dtype::fp8: return {CUDA_R_8F_E4M3, CUDA_R_16BF, true};
+  }
+  return {CUDA_R_16BF, CUDA_R_16BF, false};
+}
+
+std::size_t type_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : t == CUDA_R_8F_E4M3 ? 1 : 2; }
+
+LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
+  const LtTypes t = lt_types(p.dtype);
+  const auto m = static_cast<std::uint64_t>(p.m), n = static_cast<std::uint64_t>(p.n), k = static_cast<std::uint64_t>(p.k);
+  LtGemm g;
+  TPSIM_GPU_CHECK(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = t.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TPSIM_GPU_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  // Column-major: A is m x k (stored k x m when transposed), B is k x n, C = D is m x n.
+  TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.a, t.ab, t.transpose_a ? k : m, t.transpose_a ? m : k,
+                                             static_cast<int64_t>(t.transpose_a ? k : m)));
+  TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.b, t.ab, k, n, static_cast<int64_t>(k)));
+  TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.c, t.cd, m, n, static_cast<int64_t>(m)));
+  cublasLtMatmulPreference_t pref = nullptr;
+  TPSIM_GPU_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const std::size_t ws = kWorkspaceBytes;
+  TPSIM_GPU_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  TPSIM_GPU_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, g.desc, g.a, g.b, g.c, g.c, pref, 1, &result, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (found == 0)
+    throw GpuError(fmt::format("cuBLASLt has no algorithm for {}x{}x{} {}", p.m, p.n, p.k, dtype_name(p.dtype)));
+  g.algo = result.algo;
+  g.a_bytes = m * k * type_bytes(t.ab);
+  g.b_bytes = k * n * type_bytes(t.ab);
+  g.c_bytes = m * n * type_bytes(t.cd);
+  return g;
+}
+
+// The operand bytes one launch touches on its rank (the arena holds the largest).
+double launch_bytes(const Op& op, int ranks) {
+  if (const auto* g = std::get_if<GemmOp>(&op.payload)) {
+    const double e = dtype_bytes(g->problem.dtype), c = g->problem.dtype == Dtype::fp8 ? 2 : e;
+    return e * (g->problem.m * g->problem.k + g->problem.k * g->problem.n) + c * g->problem.m * g->problem.n;
+  }
+  if (const auto* c = std::get_if<CopyOp>(&op.payload)) return c->bytes;
+  if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->buffer_bytes * (1.0 + 1.0 / ranks);
+  if (const auto* e = std::get_if<ElementwiseOp>(&op.payload)) return e->bytes_read + e->bytes_written;
+  if (const auto* s = std::get_if<SendRecvOp>(&op.payload)) {
+    double sum = 0;
+    for (const auto& t : s->sends) sum += t.bytes;
+    return 2 * sum;  // as much again for what it receives (ring steps are symmetric)
+  }
+  return 0;
+}
+
+void check_supported(const Dag& dag) {
+  for (OpId id = 0; id < dag.size(); ++id) {
+    const Op& op = dag.op(id);
+    if (std::holds_alternative<AttentionOp>(op.payload) || std::holds_alternative<FusedRingGemmOp>(op.payload))
+      throw GpuError(fmt::format("op \"{}\" ({}) is not run by the CUDA backend yet: measure a variant without it",
+                                 op.name, op_kind_name(op)));
+  }
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const LaunchPlan& plan) {
+  check_supported(dag);
+  const int n = dag.ranks();
+  const int have = cuda_device_count();
+  if (have < n) throw GpuError(fmt::format("the DAG needs {} GPUs, this machine has {}", n, have));
+  double arena = 1 << 20;
+  for (OpId id = 0; id < dag.size(); ++id) arena = std::max(arena, launch_bytes(dag.op(id), n));
+  const auto arena_bytes = static_cast<std::size_t>(arena) + 4096;
+
+  std::vector<std::unique_ptr<RankState>> ranks;
+  for (int r = 0; r < n; ++r) {
+    auto st = std::make_unique<RankState>();
+    st->device = r;
+    TPSIM_GPU_CHECK(cudaSetDevice(r));
+    for (int p = 0; p < n; ++p) {
+      int can = 0;
+      if (p == r) continue;
+      TPSIM_GPU_CHECK(cudaDeviceCanAccessPeer(&can, r, p));
+      if (!can) throw GpuError(fmt::format("GPU {} cannot access GPU {} as a peer", r, p));
+      const cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+      else TPSIM_GPU_CHECK(e);
+    }
+    TPSIM_GPU_CHECK(cudaDeviceGetAttribute(&st->sms, cudaDevAttrMultiProcessorCount, r));
+    const RankPlan& rp = plan.ranks[static_cast<std::size_t>(r)];
+    st->streams.resize(static_cast<std::size_t>(std::max(1, rp.streams)));
+    for (auto& s : st->streams) TPSIM_GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    st->slots.resize(static_cast<std::size_t>(rp.events));
+    for (auto& e : st->slots) TPSIM_GPU_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    st->op_start.resize(rp.launches.size());
+    st->op_end.resize(rp.launches.size());
+    for (auto& e : st->op_start) TPSIM_GPU_CHECK(cudaEventCreate(&e));
+    for (auto& e : st->op_end) TPSIM_GPU_CHECK(cudaEventCreate(&e));
+    TPSIM_GPU_CHECK(cudaEventCreate(&st->t0));
+    std::size_t free_bytes = 0, total = 0;
+    TPSIM_GPU_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    if (arena_bytes + st->streams.size() * kWorkspaceBytes > free_bytes)
+      throw GpuError(fmt::format("GPU {}: the ops need {:.1f} GiB of operands, {:.1f} GiB is free", r, arena_bytes / 1073741824.0,
+                                 free_bytes / 1073741824.0));
+    TPSIM_GPU_CHECK(cudaMalloc(&st->arena, arena_bytes));
+    TPSIM_GPU_CHECK(fill_operands(st->arena, arena_bytes, 0x9e3779b9u + static_cast<unsigned>(r), st->streams[0]));
+    st->workspaces.resize(st->streams.size());
+    for (auto& w : st->workspaces) TPSIM_GPU_CHECK(cudaMalloc(&w, kWorkspaceBytes));
+    TPSIM_GPU_CHECK(cublasLtCreate(&st->lt));
+    for (const Launch& l : rp.launches)
+      if (l.kind == LaunchKind::gemm) st->gemms.emplace(l.op, plan_gemm(st->lt, std::get<GemmOp>(dag.op(l.op).payload).problem));
+    TPSIM_GPU_CHECK(cudaMalloc(&st->flags, sizeof(int) * static_cast<std::size_t>(n)));
+    TPSIM_GPU_CHECK(cudaMemset(st->flags, 0, sizeof(int) * static_cast<std::size_t>(n)));
+    ranks.push_back(std::move(st));
+  }
+  std::vector<int*> all_flags;
+  for (const auto& st : ranks) all_flags.push_back(st->flags);
+  for (auto& st : ranks) {
+    TPSIM_GPU_CHECK(cudaSetDevice(st->device));
+    TPSIM_GPU_CHECK(cudaMalloc(&st->flags_of_rank, sizeof(int*) * all_flags.size()));
+    TPSIM_GPU_CHECK(cudaMemcpy(st->flags_of_rank, all_flags.data(), sizeof(int*) * all_flags.size(), cudaMemcpyHostToDevice));
+    TPSIM_GPU_CHECK(cudaDeviceSynchronize());
+  }
+  if (n > 1) {
+    std::vector<ncclComm_t> comms(static_cast<std::size_t>(n));
+    TPSIM_GPU_CHECK(ncclCommInitAll(comms.data(), n, nullptr));
+    for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)]->comm = comms[static_cast<std::size_t>(r)];
+  }
+  return ranks;
+}
+
+void tear_down_ranks(std::vector<std::unique_ptr<RankState>>& ranks) {
+  for (auto& st : ranks) {
+    cudaSetDevice(st->device);
+    cudaDeviceSynchronize();
+    if (st->comm) ncclCommDestroy(st->comm);
+    for (auto& [id, g] : st->gemms) {
+      cublasLtMatrixLayoutDestroy(g.a);
+      cublasLtMatrixLayoutDestroy(g.b);
+      cublasLtMatrixLayoutDestroy(g.c);
+      cublasLtMatmulDescDestroy(g.desc);
+    }
+    if (st->lt) cublasLtDestroy(st->lt);
+    for (void* w : st->workspaces) cudaFree(w);
+    cudaFree(st->arena);
+    cudaFree(st->flags);
+    cudaFree(st->flags_of_rank);
+    for (auto* list : {&st->slots, &st->op_start, &st->op_end})
+      for (cudaEvent_t e : *list) cudaEventDestroy(e);
+    if (st->t0) cudaEventDestroy(st->t0);
+    for (cudaStream_t s : st->streams) cudaStreamDestroy(s);
+  }
+  ranks.clear();
+}
+
+}  // namespace tpsim::gpu

@@ -1,0 +1,52 @@
+#pragma once
+// Everything one rank needs before its ops are timed: streams, events, an
+// operand arena, cuBLASLt plans chosen ahead, barrier flags and its NCCL comm.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "tpsim/cuda/gpu_executor.hpp"
+
+namespace tpsim::gpu {
+
+void check(cudaError_t e, const char* what);
+void check(cublasStatus_t s, const char* what);
+void check(ncclResult_t r, const char* what);
+#define TPSIM_GPU_CHECK(call) ::tpsim::gpu::check((call), #call)
+
+struct LtGemm {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  std::size_t a_bytes = 0, b_bytes = 0, c_bytes = 0;
+};
+
+struct RankState {
+  int device = 0;
+  int sms = 0;
+  std::vector<cudaStream_t> streams;
+  std::vector<cudaEvent_t> slots;               // the plan's event slots (no timing)
+  std::vector<cudaEvent_t> op_start, op_end;    // per launch, timed
+  cudaEvent_t t0 = nullptr;                     // the repeat's common start
+  char* arena = nullptr;                        // operands of every op (contents do not matter)
+  std::vector<void*> workspaces;                // cuBLASLt workspace per stream
+  cublasLtHandle_t lt = nullptr;
+  std::map<OpId, LtGemm> gemms;
+  int* flags = nullptr;                         // [ranks]: peers write their epoch into slot peer
+  int** flags_of_rank = nullptr;                // device array: every rank's flags
+  int epoch = 0;
+  ncclComm_t comm = nullptr;
+};
+
+constexpr std::size_t kWorkspaceBytes = 32u << 20;
+
+// Sets up every rank (peer access, memory, plans, NCCL). Throws GpuError.
+std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const LaunchPlan& plan);
+void tear_down_ranks(std::vector<std::unique_ptr<RankState>>& ranks);
+
+}  // namespace tpsim::gpu

@@ -1,0 +1,62 @@
+// Result assembly of measured runs, on the CPU: medians over repeats, checks on the samples.
+#include <catch2/catch.hpp>
+
+#include "support/simulate.hpp"
+#include "tpsim/analysis/metrics.hpp"
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/calibration/microbench_plan.hpp"
+#include "tpsim/cuda/launch_plan.hpp"
+#include "tpsim/cuda/measured_timeline.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+Dag two_ops() {
+  Dag dag(1);
+  dag.add(0, 0, "a", GemmOp{{128, 128, 128, Dtype::bf16}});
+  dag.add(0, 0, "b", ElementwiseOp{1e6, 1e6});
+  return dag;
+}
+
+}  // namespace
+
+TEST_CASE("A measured timeline takes each op's median start and end over the repeats", "[cuda]") {
+  const Dag dag = two_ops();
+  const std::vector<std::vector<OpSample>> reps = {
+      {{0.010, 0.050}, {0.050, 0.070}}, {{0.011, 0.090}, {0.090, 0.100}}, {{0.009, 0.051}, {0.051, 0.072}}};
+  const Timeline tl = measured_timeline(dag, reps, {132});
+  CHECK(tl.ops[0].start == 10'000'000);  // 0.010 ms in ps
+  CHECK(tl.ops[0].end == 51'000'000);    // the outlier repeat does not move the median
+  CHECK(tl.ops[1].end == 72'000'000);
+  const VariantMetrics m = analyze(dag, tl);
+  CHECK(to_us(m.makespan) == Approx(62));
+  CHECK(median_span_us(reps, 1, false) == Approx(20));  // spans 20, 10, 21 us
+  CHECK(median_span_us(reps, 1, true) == Approx(72));
+}
+
+TEST_CASE("Samples that cannot be a run are refused", "[cuda]") {
+  const Dag dag = two_ops();
+  CHECK_THROWS_AS(measured_timeline(dag, {}, {132}), std::invalid_argument);
+  CHECK_THROWS_AS(measured_timeline(dag, {{{0, 1}}}, {132}), std::invalid_argument);
+  CHECK_THROWS_AS(measured_timeline(dag, {{{0, 1}, {2, 1}}}, {132}), std::invalid_argument);
+  CHECK_THROWS_AS(measured_timeline(dag, {{{-1, 1}, {2, 3}}}, {132}), std::invalid_argument);
+}
+
+TEST_CASE("Every microbench measurement lowers to a launch plan and has a prediction", "[cuda][measurement]") {
+  for (int gpus : {1, 8}) {
+    const auto ms = microbench_measurements(gpus, Dtype::bf16);
+    std::set<std::string> classes;
+    for (const auto& m : ms) {
+      INFO(m.name);
+      const MeasurementDag md = measurement_dag(m);
+      const LaunchPlan plan = plan_launches(md.dag);
+      CHECK(static_cast<int>(plan.ranks.size()) == md.dag.ranks());
+      CHECK(md.dag.ranks() <= gpus);
+      CHECK(predict_us(m, test::h100()) > 0);
+      classes.insert(std::string(measurement_class(m.kind)));
+    }
+    if (gpus == 1) CHECK(classes == std::set<std::string>{"gemm", "copy", "launch"});
+    else CHECK(classes == std::set<std::string>{"gemm", "copy", "launch", "collective", "barrier", "interference"});
+  }
+}

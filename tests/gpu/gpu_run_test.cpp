@@ -1,0 +1,67 @@
+// The CUDA backend on real GPUs: physical expectations that hold on any GPU,
+// and measured runs that have the shape of simulated ones.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "support/simulate.hpp"
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/cuda/gpu_executor.hpp"
+#include "tpsim/strategies/registry.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+double measure_us(const Measurement& m) {
+  const MeasurementDag md = measurement_dag(m);
+  return median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), GpuRunOptions{2, 5}), md.target, md.from_host_start);
+}
+
+Measurement gemm(std::int64_t n) {
+  Measurement m;
+  m.kind = MeasurementKind::gemm;
+  m.gemm = {n, n, n, Dtype::bf16};
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("A GEMM twice as large each way takes about eight times as long", "[gpu]") {
+  const double small = measure_us(gemm(4096));
+  const double large = measure_us(gemm(8192));
+  INFO(fmt::format("4096^3 {:.1f} us, 8192^3 {:.1f} us", small, large));
+  CHECK(large / small == Approx(8).epsilon(0.3));
+}
+
+TEST_CASE("Copy-engine peer copies scale with bytes", "[gpu]") {
+  if (cuda_device_count() < 2) {
+    WARN("one GPU: peer copies not measured");
+    return;
+  }
+  Measurement m;
+  m.kind = MeasurementKind::peer_copy;
+  m.bytes = 256.0 * 1048576;
+  const double a = measure_us(m);
+  m.bytes *= 2;
+  const double b = measure_us(m);
+  CHECK(b / a == Approx(2).epsilon(0.15));
+}
+
+TEST_CASE("A measured async-TP run finishes every op in stream order", "[gpu]") {
+  const int gpus = cuda_device_count() >= 2 ? 2 : 1;
+  const Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": {}, "dtype": "bf16",
+      "workload": {{"op": "allgather_matmul", "m": {}, "k": 4096, "n": 4096}}}})", gpus, 2048 * gpus)), "");
+  const Dag dag = build_dag(s, gpus > 1 ? "async_tp" : "baseline");
+  const auto samples = run_on_gpus(dag, plan_launches(dag), GpuRunOptions{1, 3});
+  const Timeline tl = measured_timeline(dag, samples, cuda_sm_counts(gpus));
+  for (int r = 0; r < dag.ranks(); ++r) {
+    std::map<int, Tick> stream_end;
+    for (OpId id : dag.program(r)) {
+      const Op& op = dag.op(id);
+      CHECK(tl.ops[id].end >= tl.ops[id].start);
+      CHECK(tl.ops[id].start >= stream_end[op.stream] - kPicosPerUs / 1000);  // in order on its stream (1 ns of event jitter)
+      stream_end[op.stream] = tl.ops[id].end;
+    }
+  }
+}
