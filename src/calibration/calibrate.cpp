@@ -45,9 +45,12 @@ Calibration calibrate(const CalibrationRequest& req) {
     if (!p.fitted) continue;
     std::vector<std::string> places = p.parameter.also;
     places.push_back(p.parameter.pointer);
-    for (const auto& q : places)
-      if (c.hardware.contains(Json::json_pointer(q + "/source")))
-        c.hardware[Json::json_pointer(q + "/source")] = fmt::format("calibrated by tpsim calibrate from {}; was {}", from, p.before);
+    for (const auto& q : places) {
+      const Json::json_pointer source(q + "/source");
+      if (!c.hardware.contains(source)) continue;
+      const std::string before = c.hardware[source].is_string() ? c.hardware[source].get<std::string>() : "";
+      c.hardware[source] = fmt::format("calibrated by tpsim calibrate from {}; was {} ({})", from, p.before, before);
+    }
   }
   c.hardware["name"] = req.name;
   c.hardware["description"] = fmt::format("Calibrated from {}, starting from {}. {}", from, req.hardware,

@@ -15,7 +15,8 @@ TEST_CASE("GEMM time over growing M is a staircase: flat within a wave, a jump p
   const double t1152 = gemm_alone_us(1152, 4096, 8192, Dtype::bf16);
   const double t1536 = gemm_alone_us(1536, 4096, 8192, Dtype::bf16);
   CHECK(t1024 == Approx(t640).epsilon(0.02));  // 60% more FLOPs, same time
-  CHECK(t1152 > 1.6 * t1024);                  // 12% more FLOPs, a whole extra wave
+  // 12% more FLOPs, an extra wave (>1.4x: the heuristic softens it with 128x128 tiles, not away)
+  CHECK(t1152 > 1.4 * t1024);
   CHECK(t1536 == Approx(t1152).epsilon(0.02));
   CHECK(plan_gemm({1152, 4096, 8192, Dtype::bf16}, h100()).blocks > 132);
 }
