@@ -16,6 +16,10 @@ namespace tpsim {
 
 namespace {
 
+// Weight of the pull toward the start, per unit of normalised range squared: small next
+// to any misfit a measurement can show (1% error is 1e-4 of squared log error).
+constexpr double kPrior = 1e-5;
+
 // The fit works in [0, 1] per parameter so BOBYQA's trust region means the same for all.
 struct Problem {
   Json* hardware;
@@ -26,6 +30,7 @@ struct Problem {
   double best = std::numeric_limits<double>::infinity();
   std::vector<double> best_x;
   std::string refused;
+  std::vector<double> x0;
 
   double value_of(std::size_t i, double x) const { return free[i]->min + x * (free[i]->max - free[i]->min); }
 
@@ -62,6 +67,9 @@ double nlopt_objective(const std::vector<double>& x, std::vector<double>&, void*
   double f = 0;
   try {
     f = objective_of(p->predict(), *p->measurements);
+    // A weak pull toward the starting values: directions the measurements cannot tell
+    // apart (more parameters than measurements) stay where they were instead of drifting.
+    for (std::size_t i = 0; i < x.size(); ++i) f += kPrior * (x[i] - p->x0[i]) * (x[i] - p->x0[i]);
   } catch (const InputError& e) {
     p->refused = e.what();  // a value inside the ranges that the hardware loader refuses
     throw nlopt::forced_stop();
@@ -125,7 +133,7 @@ std::vector<CalibrationParameter> load_calibration_parameters(const std::string&
 FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measurements,
                        const std::vector<CalibrationParameter>& parameters, const FitOptions& options) {
   if (measurements.empty()) throw InputError("calibration needs at least one measurement");
-  Problem problem{&hardware, &measurements, {}, {}, 0, std::numeric_limits<double>::infinity(), {}, {}};
+  Problem problem{&hardware, &measurements, {}, {}, 0, std::numeric_limits<double>::infinity(), {}, {}, {}};
   FitReport report;
   report.predicted_before_us = problem.predict();
   report.objective_before = objective_of(report.predicted_before_us, measurements);
@@ -176,6 +184,7 @@ FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measureme
     opt.set_maxeval(options.max_evaluations);
     opt.set_xtol_abs(1e-4);
     opt.set_initial_step(0.1);
+    problem.x0 = x0;
     std::vector<double> x = x0;
     double f = 0;
     try {
@@ -231,6 +240,10 @@ std::string format_fit_report(const FitReport& r, const std::vector<Measurement>
                      100 * mean_abs_error(r.predicted_after_us, ms));
   out += fmt::format("objective (mean squared log error) {:.5f} -> {:.5f} in {} simulations of the measurement set\n",
                      r.objective_before, r.objective_after, r.evaluations);
+  const auto fitted = std::count_if(r.parameters.begin(), r.parameters.end(), [](const ParameterChange& c) { return c.fitted; });
+  if (static_cast<std::size_t>(fitted) > ms.size())
+    out += fmt::format("note: {} parameters from {} measurements is underdetermined; measure more (tpsim microbench) or fit fewer (--params)\n",
+                       fitted, ms.size());
   for (const ParameterChange& c : r.parameters) {
     if (c.fitted) out += fmt::format("  {:<46} {:>9.4g} -> {:<9.4g} {}\n", c.parameter.pointer, c.before, c.after, c.parameter.unit);
     else if (c.why_not != "not selected") out += fmt::format("  {:<46} kept ({})\n", c.parameter.pointer, c.why_not);

@@ -99,8 +99,22 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
   std::map<std::string, std::pair<Measurement, std::vector<double>>> groups;  // key -> measurement, durations
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Json& e = events[i];
-    if (text(e, "ph") != "X" || text(e, "cat") != "kernel") continue;
+    if (text(e, "ph") != "X") continue;
     const std::string path = fmt::format("$.traceEvents[{}]", i);
+    if (text(e, "cat") == "gpu_memcpy" && text(e, "name").starts_with("Memcpy PtoP")) {
+      // A copy-engine peer copy (cudaMemcpyPeerAsync, or copy_ between GPUs): its bytes are in the args.
+      const double dur = as_positive_number(e.value("dur", Json()), path + ".dur");
+      const Json args = e.contains("args") && e["args"].is_object() ? e["args"] : Json::object();
+      Measurement m;
+      m.kind = MeasurementKind::peer_copy;
+      m.bytes = number_arg(args, "bytes", path + ".args");
+      if (m.bytes > 1e15) fail_at(path + ".args.\"bytes\"", "larger than a petabyte");
+      m.gpus = 2;
+      m.name = fmt::format("kineto peer_copy {:.0f} B", m.bytes);
+      groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(dur);
+      continue;
+    }
+    if (text(e, "cat") != "kernel") continue;
     const std::string name = as_string(e.value("name", Json()), path + ".name");
     const Json args = e.contains("args") && e["args"].is_object() ? e["args"] : Json::object();
     const bool nccl = name.starts_with("ncclKernel") || name.starts_with("ncclDevKernel");
@@ -145,7 +159,7 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
     g.second.push_back(span.end - span.start);
   }
   if (groups.empty())
-    fail_at("$.traceEvents", "holds no GEMM kernel of an aten::mm/addmm op and no NCCL all-gather or reduce-scatter kernel");
+    fail_at("$.traceEvents", "holds no GEMM kernel of an aten::mm/addmm op, no NCCL all-gather or reduce-scatter kernel and no peer copy");
   std::vector<Measurement> out;
   for (auto& [key, g] : groups) {
     g.first.time_us = median(g.second);

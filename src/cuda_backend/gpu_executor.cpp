@@ -36,7 +36,8 @@ void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::uniq
     case LaunchKind::elementwise: {
       const auto& e = std::get<ElementwiseOp>(op.payload);
       const auto read = static_cast<std::size_t>(e.bytes_read);
-      TPSIM_GPU_CHECK(gpu::stream_bytes(st.arena, st.arena + read, read, static_cast<std::size_t>(e.bytes_written), 2 * st.sms, s));
+      const std::size_t out = (read + 255) / 256 * 256;  // the kernel stores 16-byte vectors: keep them aligned
+      TPSIM_GPU_CHECK(gpu::stream_bytes(st.arena, st.arena + out, read, static_cast<std::size_t>(e.bytes_written), 2 * st.sms, s));
       return;
     }
     case LaunchKind::memcpy_peer: {

@@ -78,10 +78,13 @@ TEST_CASE("The shipped published-measurement file loads and every row names its 
   }
 }
 
-TEST_CASE("Kineto import: GEMMs through their aten op, split-K kernels spanned, repeats at the median, NCCL by args",
+TEST_CASE("Kineto import: GEMMs through their aten op, split-K kernels spanned, repeats at the median, NCCL by args, peer copies",
           "[measurement][kineto]") {
   const auto ms = load_measurements_file(std::string(TPSIM_SOURCE_DIR) + "/tests/calibration/data/kineto_small.json");
-  REQUIRE(ms.size() == 4);  // two GEMM shapes, one all-gather, one reduce-scatter; the add and the all-reduce skipped
+  // Two GEMM shapes, one all-gather, one reduce-scatter, one peer copy; the add, the all-reduce
+  // and the local (DtoD) copy skipped.
+  REQUIRE(ms.size() == 5);
+  CHECK(named(ms, "kineto peer_copy 67108864 B").time_us == Approx(170.5));
   const Measurement& big = named(ms, "kineto gemm 4096x1024x8192 bf16");
   CHECK(big.kind == MeasurementKind::gemm);
   CHECK(big.time_us == Approx(92));  // median of 90, 94, 92

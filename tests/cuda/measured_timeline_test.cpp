@@ -7,6 +7,9 @@
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cuda/launch_plan.hpp"
 #include "tpsim/cuda/measured_timeline.hpp"
+#include "tpsim/io/chrome_trace.hpp"
+#include "tpsim/io/result_writers.hpp"
+#include "tpsim/strategies/registry.hpp"
 
 using namespace tpsim;
 
@@ -59,4 +62,28 @@ TEST_CASE("Every microbench measurement lowers to a launch plan and has a predic
     if (gpus == 1) CHECK(classes == std::set<std::string>{"gemm", "copy", "launch"});
     else CHECK(classes == std::set<std::string>{"gemm", "copy", "launch", "collective", "barrier", "interference"});
   }
+}
+
+TEST_CASE("A measured run is written as the same result JSON and Chrome trace as a simulated one", "[cuda]") {
+  const RunResult simulated = test::simulate(R"({"name": "m", "hardware": "h100_sxm", "gpus": 2, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 2048, "k": 1024, "n": 1024}, "variants": ["async_tp"]})");
+  const VariantRun& sim = simulated.runs.front();
+  // Samples as the GPU would report them: here the simulated times, in ms, with jitter between repeats.
+  std::vector<std::vector<OpSample>> reps(3, std::vector<OpSample>(sim.dag.size()));
+  for (std::size_t r = 0; r < reps.size(); ++r)
+    for (std::size_t i = 0; i < sim.dag.size(); ++i)
+      reps[r][i] = {sim.timeline.ops[i].start * 1e-9 * (1 + 0.01 * r), sim.timeline.ops[i].end * 1e-9 * (1 + 0.01 * r)};
+  Dag dag = build_dag(simulated.scenario, "async_tp");
+  Timeline tl = measured_timeline(dag, reps, {132, 132});
+  VariantMetrics m = analyze(dag, tl);
+  RunResult measured{simulated.scenario, {}};
+  measured.runs.push_back(VariantRun{"async_tp", std::move(dag), std::move(tl), std::move(m)});
+  const Json j = result_json(measured);
+  CHECK(j["results"][0]["makespan_us"].get<double>() == Approx(test::makespan_us(simulated, "async_tp") * 1.01).epsilon(1e-3));
+  CHECK(j["results"][0]["sm_utilization"].get<double>() == 0);  // not measured, and said so in README
+  const Json trace = chrome_trace(measured);
+  CHECK(trace.dump() != "null");
+  std::size_t slices = 0;
+  for (const auto& e : trace["traceEvents"]) slices += e.value("ph", "") == "X";
+  CHECK(slices >= sim.dag.size() / 2);
 }
