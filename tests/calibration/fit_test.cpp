@@ -143,3 +143,19 @@ TEST_CASE("Bad calibration inputs are one clear error", "[calibration]") {
   req.measurement_files = {"/nonexistent/m.json"};
   CHECK_THROWS_AS(calibrate(req), InputError);
 }
+
+TEST_CASE("Every shipped model states each fittable parameter in the unit its range is given in", "[calibration]") {
+  const auto parameters = load_calibration_parameters(default_calibration_parameters_file());
+  for (const std::string& name : shipped_hardware_names()) {
+    const Json hw = resolve_hardware_json(models_dir() + "/" + name + ".json");
+    for (const auto& p : parameters) {
+      const Json::json_pointer q(p.pointer);
+      if (!hw.contains(q)) continue;
+      INFO(name << " " << p.pointer);
+      CHECK(hw[q].value("unit", "") == p.unit);
+      const double v = hw[q].value("value", -1.0);
+      CHECK(v >= p.min);  // a range that excludes a shipped value would move it on any fit
+      CHECK(v <= p.max);
+    }
+  }
+}
