@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/core/median.hpp"
+
 namespace tpsim {
 
 namespace {
@@ -73,11 +75,6 @@ int dtype_size(const std::string& s, const std::string& path) {
   return it->second;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 

@@ -1,34 +1,30 @@
 // tpsim command line. Exit codes: 0 ok, 2 bad input, 3 no usable GPU or a CUDA failure, 1 internal error.
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "measure_commands.hpp"
 #include "tpsim/app/run_scenario.hpp"
 #include "tpsim/calibration/calibrate.hpp"
-#include <filesystem>
 #include "tpsim/core/invariant.hpp"
+#include "tpsim/cuda/gpu_executor.hpp"
 #include "tpsim/io/chrome_trace.hpp"
 #include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/result_writers.hpp"
-#include "tpsim/cuda/gpu_executor.hpp"
-#include "measure_commands.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
+#include "write_file.hpp"
+
+using tpsim::cli::write_file;
 
 namespace {
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw tpsim::InputError(fmt::format("{}: cannot write file", path));
-  out << text;
-}
 
 int run_command(const std::string& scenario_file, const std::string& trace_file, const std::string& json_file) {
   const tpsim::Scenario s = tpsim::load_scenario_file(scenario_file);

@@ -1,6 +1,7 @@
 #include "measure_commands.hpp"
 
-#include <fstream>
+#include "write_file.hpp"
+
 #include <iostream>
 
 #include <fmt/format.h>
@@ -13,16 +14,11 @@
 #include "tpsim/io/chrome_trace.hpp"
 #include "tpsim/io/result_writers.hpp"
 #include "tpsim/strategies/registry.hpp"
+#include "write_file.hpp"
 
 namespace tpsim::cli {
 
 namespace {
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw InputError(fmt::format("{}: cannot write file", path));
-  out << text;
-}
 
 std::string machine_name(int gpus) { return fmt::format("{} x {}", gpus, cuda_device_name(0)); }
 

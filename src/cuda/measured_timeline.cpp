@@ -6,15 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/core/median.hpp"
+
 namespace tpsim {
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 Tick ms_to_tick(double ms) { return static_cast<Tick>(std::llround(ms * 1e9)); }
 
