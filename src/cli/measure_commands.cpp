@@ -1,7 +1,5 @@
 #include "measure_commands.hpp"
 
-#include "write_file.hpp"
-
 #include <iostream>
 
 #include <fmt/format.h>
