@@ -44,10 +44,7 @@ struct Problem {
 
   std::vector<double> predict() const {
     const HardwareSpec hw = parse_hardware(*hardware, "calibration candidate");
-    std::vector<double> out;
-    out.reserve(measurements->size());
-    for (const Measurement& m : *measurements) out.push_back(predict_us(m, hw));
-    return out;
+    return predict_all_us(*measurements, hw);
   }
 };
 

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "tpsim/calibration/kineto_import.hpp"
+#include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/result_import.hpp"
+#include "tpsim/strategies/registry.hpp"
 
 namespace tpsim {
 
@@ -74,7 +76,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter) keys.push_back("busbw_gbps");
   if (has_gpus(k)) keys.push_back("gpus");
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
-  if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant"});
+  if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
   return keys;
 }
 
@@ -143,7 +145,9 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::gemm_with_peer_copy: return fmt::format("gemm {} + peer copy {:.0f} B", shape, m.bytes);
     case MeasurementKind::gemm_with_collective:
       return fmt::format("gemm {} + {} {:.0f} B x{}", shape, collective_kind_name(m.collective), m.bytes, m.gpus);
-    case MeasurementKind::scenario: return fmt::format("{} {}", m.scenario->name, m.scenario->variants.front());
+    case MeasurementKind::scenario:
+      if (!m.op.empty()) return fmt::format("{} {} rank{}:{}", m.scenario->name, m.scenario->variants.front(), m.op_rank, m.op);
+      return fmt::format("{} {}", m.scenario->name, m.scenario->variants.front());
   }
   return std::string(kind);
 }
@@ -151,7 +155,7 @@ std::string default_name(const Measurement& m) {
 Measurement parse_one(const Json& j, const std::string& path, const std::string& hardware, const std::string& origin,
                       const std::string& base_dir) {
   const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "tflops", "bytes",
-                                     "gbps", "busbw_gbps", "gpus", "collective", "scenario", "variant"});
+                                     "gbps", "busbw_gbps", "gpus", "collective", "scenario", "variant", "op", "rank"});
   Measurement m;
   m.kind = parse_kind(probe);
   const ObjectReader r(j, path, allowed_keys(m.kind));  // keys the kind does not use are errors
@@ -178,7 +182,26 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     else if (c == "reduce_scatter") m.collective = CollectiveKind::reduce_scatter;
     else fail_at(r.child_path("collective"), fmt::format("unknown collective \"{}\" (all_gather or reduce_scatter)", c));
   }
-  if (m.kind == MeasurementKind::scenario) m.scenario = parse_nested_scenario(r, hardware, base_dir);
+  if (m.kind == MeasurementKind::scenario) {
+    m.scenario = parse_nested_scenario(r, hardware, base_dir);
+    if (r.has("op")) {
+      m.op = r.string("op");
+      if (r.has("rank")) {
+        const Json& rank = r.at("rank");
+        if (!rank.is_number_integer() || rank.get<std::int64_t>() < 0 || rank.get<std::int64_t>() >= m.scenario->gpus)
+          fail_at(r.child_path("rank"), fmt::format("must be an integer from 0 to {}", m.scenario->gpus - 1));
+        m.op_rank = rank.get<int>();
+      }
+      m.origin = fmt::format("{} {}", origin, path);
+      try {
+        find_named_op(build_dag(*m.scenario, m.scenario->variants.front()), m);
+      } catch (const InputError&) {
+        fail_at(r.child_path("op"), fmt::format("variant \"{}\" has no op \"{}\" on rank {}", m.scenario->variants.front(), m.op, m.op_rank));
+      }
+    } else if (r.has("rank")) {
+      fail_at(r.child_path("rank"), "only with \"op\" (the makespan is over every rank)");
+    }
+  }
   m.time_us = measured_time_us(r, m);
   if (r.has("weight")) m.weight = r.positive_number("weight");
   m.name = r.optional_string("name").value_or(default_name(m));

@@ -1,6 +1,9 @@
 #include "tpsim/calibration/measurement_dag.hpp"
 
+#include <map>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "tpsim/analysis/metrics.hpp"
 #include "tpsim/runtime/executor.hpp"
@@ -84,13 +87,52 @@ double measured_span_us(const MeasurementDag& md, const Timeline& tl) {
   return to_us(t.end - (md.from_host_start ? 0 : t.start));
 }
 
+OpId find_named_op(const Dag& dag, const Measurement& m) {
+  if (m.op_rank >= 0 && m.op_rank < dag.ranks())
+    for (OpId id : dag.program(m.op_rank))
+      if (dag.op(id).name == m.op) return id;
+  throw InputError(fmt::format("{}: variant \"{}\" has no op \"{}\" on rank {}", m.origin, m.scenario->variants.front(), m.op, m.op_rank));
+}
+
+namespace {
+
+// A scenario measurement from its variant's simulated run: the makespan, as `tpsim run`
+// reports it, or the named op's device time.
+double scenario_span_us(const Measurement& m, const Dag& dag, const Timeline& tl) {
+  if (m.op.empty()) return to_us(analyze(dag, tl).makespan);
+  const OpTiming& t = tl.ops[find_named_op(dag, m)];
+  return to_us(t.end - t.start);
+}
+
+}  // namespace
+
 double predict_us(const Measurement& m, const HardwareSpec& hw) {
   if (m.kind == MeasurementKind::scenario) {
     const Dag dag = build_dag(*m.scenario, m.scenario->variants.front());
-    return to_us(analyze(dag, execute(dag, hw, false)).makespan);  // as `tpsim run` reports it
+    return scenario_span_us(m, dag, execute(dag, hw, false));
   }
   const MeasurementDag md = measurement_dag(m);
   return measured_span_us(md, execute(md.dag, hw, false));
+}
+
+std::vector<double> predict_all_us(const std::vector<Measurement>& ms, const HardwareSpec& hw) {
+  std::map<const Scenario*, std::pair<Dag, Timeline>> runs;
+  std::vector<double> out;
+  out.reserve(ms.size());
+  for (const Measurement& m : ms) {
+    if (m.kind != MeasurementKind::scenario) {
+      out.push_back(predict_us(m, hw));
+      continue;
+    }
+    auto it = runs.find(m.scenario.get());
+    if (it == runs.end()) {
+      Dag dag = build_dag(*m.scenario, m.scenario->variants.front());
+      Timeline tl = execute(dag, hw, false);
+      it = runs.emplace(m.scenario.get(), std::make_pair(std::move(dag), std::move(tl))).first;
+    }
+    out.push_back(scenario_span_us(m, it->second.first, it->second.second));
+  }
+  return out;
 }
 
 }  // namespace tpsim

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/strategies/registry.hpp"
+
 namespace tpsim {
 
 namespace {
@@ -12,6 +15,42 @@ const Json& required(const Json& j, const std::string& key, const std::string& p
   if (!j.is_object()) fail_at(path, "must be an object");
   if (!j.contains(key)) fail_at(path, fmt::format("missing required key \"{}\"", key));
   return j[key];
+}
+
+// Per-op medians of a measured run (`tpsim measure` writes them): each op's device
+// time is a measurement in the scenario's context; together they weigh as much as its makespan.
+void import_ops(const Json& ops, const std::string& path, const Measurement& whole, std::vector<Measurement>& out) {
+  if (!ops.is_array()) fail_at(path, "must be an array");
+  const Dag dag = build_dag(*whole.scenario, whole.scenario->variants.front());
+  std::vector<Measurement> timed;
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const std::string p = fmt::format("{}[{}]", path, k);
+    const ObjectReader r(ops[k], p, {"rank", "stream", "op", "kind", "start_us", "end_us"});
+    Measurement m = whole;
+    m.op = r.string("op");
+    const Json& rank = r.at("rank");
+    if (!rank.is_number_integer() || rank.get<std::int64_t>() < 0 || rank.get<std::int64_t>() >= dag.ranks())
+      fail_at(r.child_path("rank"), fmt::format("must be an integer from 0 to {}", dag.ranks() - 1));
+    m.op_rank = rank.get<int>();
+    m.origin = p;
+    try {
+      find_named_op(dag, m);
+    } catch (const InputError&) {
+      fail_at(r.child_path("op"), fmt::format("variant \"{}\" has no op \"{}\" on rank {}", whole.scenario->variants.front(), m.op, m.op_rank));
+    }
+    const Json& start = r.at("start_us");
+    const Json& end = r.at("end_us");
+    if (!start.is_number() || !end.is_number() || !(end.get<double>() >= start.get<double>()) || !(start.get<double>() >= 0))
+      fail_at(p, "needs numbers 0 <= start_us <= end_us");
+    m.time_us = end.get<double>() - start.get<double>();
+    if (m.time_us <= 0) continue;  // events and empty ops carry no duration to fit
+    m.name = fmt::format("{} rank{}:{}", whole.name, m.op_rank, m.op);
+    timed.push_back(std::move(m));
+  }
+  for (auto& m : timed) {
+    m.weight = whole.weight / static_cast<double>(timed.size());
+    out.push_back(std::move(m));
+  }
 }
 
 }  // namespace
@@ -46,7 +85,8 @@ std::vector<Measurement> import_result_json(const Json& j, const std::string& so
     }
     m.time_us = as_positive_number(required(results[i], "makespan_us", path), path + ".makespan_us");
     m.name = fmt::format("{} {}", m.scenario->name, variant);
-    out.push_back(std::move(m));
+    out.push_back(m);
+    if (results[i].contains("op_times")) import_ops(results[i]["op_times"], path + ".op_times", m, out);
   }
   if (out.empty()) fail_at("$.results", "holds no variant");
   return out;

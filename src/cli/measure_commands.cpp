@@ -46,6 +46,7 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
     result.runs.push_back(VariantRun{v, std::move(dag), std::move(tl), std::move(m)});
   }
   Json j = result_json(result);
+  for (std::size_t i = 0; i < result.runs.size(); ++i) j["results"][i]["op_times"] = op_times_json(result.runs[i]);
   j["measured_on"] = machine_name(s.gpus);
   j["warmup"] = o.warmup;
   j["repeats"] = o.repeat;

@@ -81,4 +81,20 @@ Json result_json(const RunResult& r) {
   return j;
 }
 
+Json op_times_json(const VariantRun& run) {
+  Json ops = Json::array();
+  for (OpId id = 0; id < run.dag.size(); ++id) {
+    const Op& op = run.dag.op(id);
+    if (op_class(op) == OpClass::event) continue;
+    const OpTiming& t = run.timeline.ops[id];
+    ops.push_back({{"rank", op.rank},
+                   {"stream", op.stream},
+                   {"op", op.name},
+                   {"kind", std::string(op_kind_name(op))},
+                   {"start_us", round_to(to_us(t.start), 1e-3)},
+                   {"end_us", round_to(to_us(t.end), 1e-3)}});
+  }
+  return ops;
+}
+
 }  // namespace tpsim

@@ -12,6 +12,8 @@
 #include "tpsim/calibration/calibrate.hpp"
 #include "tpsim/calibration/fit.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/calibration/result_import.hpp"
+#include "tpsim/io/result_writers.hpp"
 
 using namespace tpsim;
 
@@ -158,4 +160,26 @@ TEST_CASE("Every shipped model states each fittable parameter in the unit its ra
       CHECK(v <= p.max);
     }
   }
+}
+
+TEST_CASE("Calibration from a measured run's per-op times recovers the parameters behind it", "[calibration]") {
+  // A `tpsim measure` result made by the simulator on a machine with known parameters.
+  Json truth = h100_json();
+  truth["/fabric/nvlink/efficiency/value"_json_pointer] = 0.8;
+  truth["/launch/device_latency/value"_json_pointer] = 4.5;
+  Scenario s = parse_scenario(Json::parse(R"({"name": "m", "hardware": "h100_sxm", "gpus": 4, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 8192, "k": 4096, "n": 4096}, "variants": ["async_tp"]})"), "");
+  s.hardware = parse_hardware(truth, "truth");
+  const RunResult measured = run_scenario(s, false);
+  Json result = result_json(measured);
+  result["results"][0]["op_times"] = op_times_json(measured.runs[0]);
+  const auto ms = import_result_json(result, "measured.json");
+
+  Json start = h100_json();
+  FitOptions options;
+  options.only = {"/fabric/nvlink/efficiency", "/launch/device_latency"};
+  const FitReport report = fit_hardware(start, ms, load_calibration_parameters(default_calibration_parameters_file()), options);
+  INFO(format_fit_report(report, ms));
+  CHECK(value_at(start, "/fabric/nvlink/efficiency") == Approx(0.8).epsilon(0.03));
+  CHECK(value_at(start, "/launch/device_latency") == Approx(4.5).epsilon(0.05));
 }

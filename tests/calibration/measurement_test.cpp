@@ -152,3 +152,35 @@ TEST_CASE("Measurement DAGs behave physically", "[measurement]") {
   const double launch = us(R"({"kind": "launch", "time_us": 1})");
   CHECK(launch > to_us(test::h100().launch.host_overhead + test::h100().launch.device_latency));
 }
+
+TEST_CASE("A measured result's per-op times import as op measurements the same model predicts exactly", "[measurement]") {
+  const RunResult r = test::simulate(R"({"name": "t", "hardware": "h100_sxm", "gpus": 4, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 4096, "k": 4096, "n": 4096}, "variants": ["async_tp"]})");
+  Json j = result_json(r);
+  j["results"][0]["op_times"] = op_times_json(r.runs[0]);
+  const auto ms = import_result_json(j, "measured.json");
+  REQUIRE(ms.size() > 10);  // the makespan, then every timed op
+  CHECK(ms[0].op.empty());
+  const auto predicted = predict_all_us(ms, test::h100());
+  double weights = 0;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    INFO(ms[i].name);
+    CHECK(predicted[i] == Approx(ms[i].time_us).margin(2e-3));  // times are written to the nanosecond
+    if (i > 0) weights += ms[i].weight;
+  }
+  CHECK(weights == Approx(1));  // the ops of a run together weigh as much as its makespan
+  j["results"][0]["op_times"][3]["op"] = "no_such_op";
+  CHECK_THROWS_WITH(import_result_json(j, "measured.json"),
+                    R"($.results[0].op_times[3].op: variant "async_tp" has no op "no_such_op" on rank 0)");
+}
+
+TEST_CASE("A scenario measurement may name one op of its run", "[measurement]") {
+  const std::string scenario = R"("scenario": {"gpus": 2, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 2048, "k": 1024, "n": 1024}})";
+  const auto ms = parse(R"([{"kind": "scenario", "variant": "baseline", "op": "ag_mm.all_gather", "rank": 1, "time_us": 10, )" + scenario + "}]");
+  CHECK(ms[0].op_rank == 1);
+  CHECK(predict_us(ms[0], test::h100()) > 0);
+  CHECK(error_of(R"([{"kind": "scenario", "variant": "baseline", "op": "ag_mm.all_gatherr", "time_us": 10, )" + scenario + "}]") ==
+        R"($.measurements[0].op: variant "baseline" has no op "ag_mm.all_gatherr" on rank 0)");
+  CHECK(error_of(R"([{"kind": "scenario", "variant": "baseline", "rank": 1, "time_us": 10, )" + scenario + "}]") ==
+        R"($.measurements[0].rank: only with "op" (the makespan is over every rank))");
+}

@@ -26,7 +26,7 @@ enum class MeasurementKind {
   launch,                // a tiny kernel, from the host's call to its end
   gemm_with_peer_copy,   // 2 GPUs: each runs the GEMM while it copies `bytes` to the other; GEMM time
   gemm_with_collective,  // `gpus` GPUs: each runs the GEMM while a collective runs; GEMM time
-  scenario,              // a whole scenario variant: makespan
+  scenario,              // a whole scenario variant: makespan, or one named op's time in it
 };
 
 std::string_view measurement_kind_name(MeasurementKind k);
@@ -43,6 +43,8 @@ struct Measurement {
   int gpus = 1;
   CollectiveKind collective = CollectiveKind::all_gather;  // gemm_with_collective
   std::shared_ptr<const Scenario> scenario;                // scenario kind: one variant
+  std::string op;   // scenario kind: when set, the device time of this op on `op_rank` instead of the makespan
+  int op_rank = 0;
   double time_us = 0;  // the measured (median) time
   double weight = 1;   // in the fit's sum of squared log errors
 };

@@ -20,5 +20,9 @@ MeasurementDag measurement_dag(const Measurement& m);
 double measured_span_us(const MeasurementDag& md, const Timeline& tl);
 // What the simulator predicts for `m` on `hw`.
 double predict_us(const Measurement& m, const HardwareSpec& hw);
+// The same for many; scenario measurements sharing one Scenario are simulated once.
+std::vector<double> predict_all_us(const std::vector<Measurement>& ms, const HardwareSpec& hw);
+// The op a scenario measurement names, or throws InputError naming it.
+OpId find_named_op(const Dag& dag, const Measurement& m);
 
 }  // namespace tpsim

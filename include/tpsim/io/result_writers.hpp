@@ -10,5 +10,8 @@ namespace tpsim {
 
 std::string format_table(const RunResult& r);
 Json result_json(const RunResult& r);
+// Every op but events with its start and end (what `tpsim measure` adds per variant as "op_times",
+// and `tpsim calibrate` fits to).
+Json op_times_json(const VariantRun& run);
 
 }  // namespace tpsim
