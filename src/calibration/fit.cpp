@@ -82,6 +82,17 @@ double round_significant(double v, int digits) {
   return std::round(v * scale) / scale;
 }
 
+// A JSON pointer to a quantity (checked here, so using it later cannot throw).
+std::string json_pointer_at(const std::string& text, const std::string& path) {
+  if (!text.starts_with("/")) fail_at(path, "must be a JSON pointer (starting with /)");
+  try {
+    (void)Json::json_pointer(text + "/value");
+  } catch (const Json::exception& e) {
+    fail_at(path, fmt::format("is not a JSON pointer: {}", e.what()));
+  }
+  return text;
+}
+
 bool selected(const CalibrationParameter& p, const FitOptions& o) {
   if (o.only.empty()) return true;
   for (const auto& s : o.only)
@@ -102,14 +113,12 @@ std::vector<CalibrationParameter> load_calibration_parameters(const std::string&
     for (std::size_t i = 0; i < list.size(); ++i) {
       const ObjectReader r(list[i], fmt::format("$.parameters[{}]", i), {"pointer", "also", "unit", "min", "max", "meaning"});
       CalibrationParameter p;
-      p.pointer = r.string("pointer");
-      if (!p.pointer.starts_with("/")) fail_at(r.child_path("pointer"), "must be a JSON pointer (starting with /)");
+      p.pointer = json_pointer_at(r.string("pointer"), r.child_path("pointer"));
       if (r.has("also")) {
         const Json& also = r.array("also");
         for (std::size_t k = 0; k < also.size(); ++k) {
           const std::string path = fmt::format("{}[{}]", r.child_path("also"), k);
-          p.also.push_back(as_string(also[k], path));
-          if (!p.also.back().starts_with("/")) fail_at(path, "must be a JSON pointer (starting with /)");
+          p.also.push_back(json_pointer_at(as_string(also[k], path), path));
         }
       }
       p.unit = r.string("unit");

@@ -79,6 +79,7 @@ int dtype_size(const std::string& s, const std::string& path) {
 }  // namespace
 
 std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& source) {
+  if (!j.is_object() || !j.contains("traceEvents")) fail_at("$", "has no \"traceEvents\" (not a PyTorch profiler trace)");
   const Json& events = j["traceEvents"];
   if (!events.is_array()) fail_at("$.traceEvents", "must be an array");
   // Pass 1: the aten GEMM ops by External id.

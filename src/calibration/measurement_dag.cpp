@@ -96,6 +96,13 @@ OpId find_named_op(const Dag& dag, const Measurement& m) {
 
 namespace {
 
+// The variant's DAG as built for `hw` (builders read the hardware, e.g. a fused kernel's grid).
+Dag scenario_dag(const Measurement& m, const HardwareSpec& hw) {
+  Scenario s = *m.scenario;
+  s.hardware = hw;
+  return build_dag(s, s.variants.front());
+}
+
 // A scenario measurement from its variant's simulated run: the makespan, as `tpsim run`
 // reports it, or the named op's device time.
 double scenario_span_us(const Measurement& m, const Dag& dag, const Timeline& tl) {
@@ -108,7 +115,7 @@ double scenario_span_us(const Measurement& m, const Dag& dag, const Timeline& tl
 
 double predict_us(const Measurement& m, const HardwareSpec& hw) {
   if (m.kind == MeasurementKind::scenario) {
-    const Dag dag = build_dag(*m.scenario, m.scenario->variants.front());
+    const Dag dag = scenario_dag(m, hw);
     return scenario_span_us(m, dag, execute(dag, hw, false));
   }
   const MeasurementDag md = measurement_dag(m);
@@ -126,7 +133,7 @@ std::vector<double> predict_all_us(const std::vector<Measurement>& ms, const Har
     }
     auto it = runs.find(m.scenario.get());
     if (it == runs.end()) {
-      Dag dag = build_dag(*m.scenario, m.scenario->variants.front());
+      Dag dag = scenario_dag(m, hw);
       Timeline tl = execute(dag, hw, false);
       it = runs.emplace(m.scenario.get(), std::make_pair(std::move(dag), std::move(tl))).first;
     }
