@@ -192,7 +192,6 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
           fail_at(r.child_path("rank"), fmt::format("must be an integer from 0 to {}", m.scenario->gpus - 1));
         m.op_rank = rank.get<int>();
       }
-      m.origin = fmt::format("{} {}", origin, path);
       try {
         find_named_op(build_dag(*m.scenario, m.scenario->variants.front()), m);
       } catch (const InputError&) {

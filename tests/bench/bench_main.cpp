@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "tpsim/app/run_scenario.hpp"
+#include "tpsim/calibration/calibrate.hpp"
 #include "tpsim/core/simulator.hpp"
 #include <filesystem>
 #include <functional>
@@ -154,5 +155,17 @@ void BM_Sweep10k(benchmark::State& state) {
 BENCHMARK(BM_Sweep10k)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
+
+// tpsim calibrate on the published H100 measurements (26 rows, 15 free parameters).
+static void BM_CalibratePublished(benchmark::State& state) {
+  tpsim::CalibrationRequest req;
+  req.measurement_files = {tpsim::models_dir() + "/measurements/h100_sxm_published.json"};
+  req.hardware = "h100_sxm";
+  req.name = "bench";
+  int evaluations = 0;
+  for (auto _ : state) evaluations = tpsim::calibrate(req).report.evaluations;
+  state.counters["simulations_of_the_set"] = evaluations;
+}
+BENCHMARK(BM_CalibratePublished)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();
