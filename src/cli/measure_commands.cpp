@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/analysis/metrics.hpp"
+#include "tpsim/app/side_by_side.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
@@ -50,10 +51,15 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
   j["measured_on"] = machine_name(s.gpus);
   j["warmup"] = o.warmup;
   j["repeats"] = o.repeat;
+  RunResult simulated = run_scenario(s, !o.trace.empty());
   if (!o.output.empty()) write_file(o.output, j.dump(2) + "\n");
-  if (!o.trace.empty()) write_file(o.trace, chrome_trace(result).dump() + "\n");
   std::cout << fmt::format("measured on {} (median of {} repeats after {} warm-up)\n", machine_name(s.gpus), o.repeat, o.warmup)
-            << format_table(result);
+            << format_table(result) << "\nagainst the simulation on " << s.hardware.name << ":\n"
+            << format_comparison(result, simulated);
+  if (!o.trace.empty()) {
+    write_file(o.trace, chrome_trace(side_by_side(std::move(result), std::move(simulated))).dump() + "\n");
+    std::cout << fmt::format("trace: {} (measured and simulated, per variant; https://ui.perfetto.dev)\n", o.trace);
+  }
   return 0;
 }
 

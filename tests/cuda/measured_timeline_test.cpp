@@ -1,7 +1,10 @@
 // Result assembly of measured runs, on the CPU: medians over repeats, checks on the samples.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "support/simulate.hpp"
+#include "tpsim/app/side_by_side.hpp"
 #include "tpsim/analysis/metrics.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/microbench_plan.hpp"
@@ -86,4 +89,33 @@ TEST_CASE("A measured run is written as the same result JSON and Chrome trace as
   std::size_t slices = 0;
   for (const auto& e : trace["traceEvents"]) slices += e.value("ph", "") == "X";
   CHECK(slices >= sim.dag.size() / 2);
+}
+
+TEST_CASE("Measured and simulated runs pair up in one trace and one comparison table", "[cuda]") {
+  const RunResult sim = test::simulate(R"({"name": "m", "hardware": "h100_sxm", "gpus": 2, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 2048, "k": 1024, "n": 1024}, "variants": ["baseline", "async_tp"]})");
+  RunResult measured{sim.scenario, {}};
+  for (const VariantRun& run : sim.runs) {
+    // "Measured" 10% slower than simulated.
+    std::vector<std::vector<OpSample>> reps(1, std::vector<OpSample>(run.dag.size()));
+    for (std::size_t i = 0; i < run.dag.size(); ++i)
+      reps[0][i] = {run.timeline.ops[i].start * 1.1e-9, run.timeline.ops[i].end * 1.1e-9};
+    Dag dag = build_dag(sim.scenario, run.variant);
+    Timeline tl = measured_timeline(dag, reps, {132, 132});
+    VariantMetrics m = analyze(dag, tl);
+    measured.runs.push_back(VariantRun{run.variant, std::move(dag), std::move(tl), std::move(m)});
+  }
+  const std::string table = format_comparison(measured, sim);
+  CHECK_THAT(table, Catch::Matchers::Contains("-9.1%"));  // simulated = measured / 1.1
+  CHECK_THROWS_AS(format_comparison(RunResult{sim.scenario, {}}, sim), std::invalid_argument);
+  const RunResult both = side_by_side(std::move(measured), test::simulate(R"({"name": "m", "hardware": "h100_sxm", "gpus": 2,
+      "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 2048, "k": 1024, "n": 1024}, "variants": ["baseline", "async_tp"]})"));
+  REQUIRE(both.runs.size() == 4);
+  CHECK(both.runs[0].variant == "baseline measured");
+  CHECK(both.runs[1].variant == "baseline simulated");
+  const Json trace = chrome_trace(both);
+  std::set<std::string> processes;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "M" && e.value("name", "") == "process_name") processes.insert(e["args"]["name"].get<std::string>());
+  CHECK(processes.size() == 8);  // 2 variants x measured/simulated x 2 GPUs
 }
