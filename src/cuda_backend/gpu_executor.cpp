@@ -1,6 +1,7 @@
 #include "tpsim/cuda/gpu_executor.hpp"
 
 #include <barrier>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -9,6 +10,7 @@
 
 #include "gpu_kernels.hpp"
 #include "gpu_setup.hpp"
+#include "tpsim/core/median.hpp"
 
 namespace tpsim {
 
@@ -138,6 +140,26 @@ std::vector<int> cuda_sm_counts(int devices) {
     out.push_back(sms);
   }
   return out;
+}
+
+double time_tiny_kernel_us(const GpuRunOptions& options) {
+  if (cuda_device_count() < 1) throw GpuError("no CUDA device found");
+  TPSIM_GPU_CHECK(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  void* buffer = nullptr;
+  TPSIM_GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  TPSIM_GPU_CHECK(cudaMalloc(&buffer, 4096));
+  std::vector<double> us;
+  for (int it = 0; it < options.warmup + options.repeats; ++it) {
+    const auto t0 = std::chrono::steady_clock::now();
+    TPSIM_GPU_CHECK(gpu::stream_bytes(buffer, static_cast<char*>(buffer) + 2048, 16, 16, 1, s));
+    TPSIM_GPU_CHECK(cudaStreamSynchronize(s));
+    const auto t1 = std::chrono::steady_clock::now();
+    if (it >= options.warmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  cudaFree(buffer);
+  cudaStreamDestroy(s);
+  return median(us);
 }
 
 std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan& plan, const GpuRunOptions& options) {

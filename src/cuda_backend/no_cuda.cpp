@@ -9,8 +9,16 @@ int cuda_device_count() { return 0; }
 std::string cuda_device_name(int) { return ""; }
 std::vector<int> cuda_sm_counts(int devices) { return std::vector<int>(static_cast<std::size_t>(devices), 0); }
 
-std::vector<std::vector<OpSample>> run_on_gpus(const Dag&, const LaunchPlan&, const GpuRunOptions&) {
+namespace {
+
+[[noreturn]] void no_backend() {
   throw GpuError("this tpsim was built without the CUDA backend (configure with -DTPSIM_CUDA=ON on a machine with the CUDA toolkit, cuBLASLt and NCCL)");
 }
+
+}  // namespace
+
+double time_tiny_kernel_us(const GpuRunOptions&) { no_backend(); }
+
+std::vector<std::vector<OpSample>> run_on_gpus(const Dag&, const LaunchPlan&, const GpuRunOptions&) { no_backend(); }
 
 }  // namespace tpsim

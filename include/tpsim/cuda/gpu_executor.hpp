@@ -32,6 +32,10 @@ int cuda_device_count();
 std::string cuda_device_name(int device);
 std::vector<int> cuda_sm_counts(int devices);
 
+// A tiny kernel from the host's call to its end, as the host sees it (launch
+// overhead + device latency + the kernel): median over `repeats`, after warm-up.
+double time_tiny_kernel_us(const GpuRunOptions& options);
+
 // repeats[r][op]: each op's start and end in repeat r. Throws GpuError.
 std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan& plan, const GpuRunOptions& options);
 
