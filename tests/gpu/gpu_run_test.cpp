@@ -65,3 +65,10 @@ TEST_CASE("A measured async-TP run finishes every op in stream order", "[gpu]") 
     }
   }
 }
+
+TEST_CASE("A tiny kernel takes microseconds from the host's call to its end", "[gpu]") {
+  const double us = time_tiny_kernel_us(GpuRunOptions{5, 20});
+  INFO(us << " us");
+  CHECK(us > 1);    // a launch and a sync cannot be faster
+  CHECK(us < 200);  // nor as slow as a page of work
+}
