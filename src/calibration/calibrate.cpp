@@ -32,6 +32,7 @@ Calibration calibrate(const CalibrationRequest& req) {
   }
   const std::string file = hardware_file(req.hardware);
   c.hardware = resolve_hardware_json(file);
+  const std::string description = c.hardware.value("description", "");
   parse_hardware(c.hardware, file);  // a bad starting file is reported as such, not as a fit failure
   c.hardware.erase("base");
   const auto parameters =
@@ -54,7 +55,7 @@ Calibration calibrate(const CalibrationRequest& req) {
   }
   c.hardware["name"] = req.name;
   c.hardware["description"] = fmt::format("Calibrated from {}, starting from {}. {}", from, req.hardware,
-                                          resolve_hardware_json(file).value("description", ""));
+                                          description);
   return c;
 }
 
