@@ -1,6 +1,7 @@
 #include "tpsim/calibration/kineto_import.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <optional>
 
@@ -31,13 +32,27 @@ std::string text(const Json& e, const char* key) {
   return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-bool is_gemm_op(const std::string& name) { return name == "aten::mm" || name == "aten::addmm"; }
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Categories as written since PyTorch 1.11 ("cpu_op", "kernel") and before ("Operator", "Kernel").
+bool is_cpu_op(const Json& e) {
+  const std::string cat = lowercase(text(e, "cat"));
+  return cat == "cpu_op" || cat == "operator";
+}
+bool is_kernel(const Json& e) { return lowercase(text(e, "cat")) == "kernel"; }
+
+bool is_gemm_op(const std::string& name) {
+  return name == "aten::mm" || name == "aten::addmm" || name == "aten::_scaled_mm";
+}
 
 std::int64_t dim_at(const Json& dims, std::size_t i, std::size_t d, const std::string& path) {
   return as_positive_int(dims[i][d], fmt::format("{}[{}][{}]", path, i, d));
 }
 
-// aten::mm: [[m,k],[k,n]]; aten::addmm: [[bias], [m,k], [k,n], [], []].
+// aten::mm: [[m,k],[k,n]]; aten::_scaled_mm: [[m,k],[k,n],[scales]...]; aten::addmm: [[bias], [m,k], [k,n], [], []].
 GemmProblem gemm_shape(const Json& args, const std::string& op, const std::string& path) {
   const std::string dims_path = path + ".args.\"Input Dims\"";
   const std::string types_path = path + ".args.\"Input type\"";
@@ -75,6 +90,24 @@ int dtype_size(const std::string& s, const std::string& path) {
   return it->second;
 }
 
+// "Group size", or the length of "Process Group Ranks" (a list, or its text "[0, 1, ...]") in traces without it.
+int group_size(const Json& args, const std::string& path) {
+  double gpus = 0;
+  if (args.contains("Group size") || !args.contains("Process Group Ranks")) {
+    gpus = number_arg(args, "Group size", path);
+  } else {
+    const Json& ranks = args["Process Group Ranks"];
+    if (ranks.is_array()) gpus = static_cast<double>(ranks.size());
+    else if (ranks.is_string()) {
+      const std::string r = ranks.get<std::string>();
+      gpus = r.find_first_of("0123456789") == std::string::npos ? 0 : static_cast<double>(std::count(r.begin(), r.end(), ',') + 1);
+    } else fail_at(path + ".\"Process Group Ranks\"", "must be a list of ranks");
+  }
+  if (gpus < 2 || gpus > kMaxGpus || gpus != static_cast<int>(gpus))
+    fail_at(path + (args.contains("Group size") ? ".\"Group size\"" : ".\"Process Group Ranks\""),
+            fmt::format("must give a group of 2 to {} GPUs", kMaxGpus));
+  return static_cast<int>(gpus);
+}
 
 }  // namespace
 
@@ -82,15 +115,17 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
   if (!j.is_object() || !j.contains("traceEvents")) fail_at("$", "has no \"traceEvents\" (not a PyTorch profiler trace)");
   const Json& events = j["traceEvents"];
   if (!events.is_array()) fail_at("$.traceEvents", "must be an array");
-  // Pass 1: the aten GEMM ops by External id.
+  // Pass 1: the aten GEMM ops, and the ops carrying a collective's sizes (record_param_comms), by External id.
   std::map<std::int64_t, std::pair<std::string, std::size_t>> gemm_ops;  // id -> (op name, event index)
+  std::map<std::int64_t, std::size_t> comm_ops;                          // id -> event index
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Json& e = events[i];
     if (!e.is_object()) fail_at(fmt::format("$.traceEvents[{}]", i), "must be an object");
-    if (text(e, "cat") != "cpu_op") continue;
-    if (!is_gemm_op(text(e, "name")) || !e.contains("args") || !e["args"].is_object()) continue;
+    if (!is_cpu_op(e) || !e.contains("args") || !e["args"].is_object()) continue;
     const Json& id = e["args"].value("External id", Json());
-    if (id.is_number_integer()) gemm_ops[id.get<std::int64_t>()] = {text(e, "name"), i};
+    if (!id.is_number_integer()) continue;
+    if (is_gemm_op(text(e, "name"))) gemm_ops[id.get<std::int64_t>()] = {text(e, "name"), i};
+    else if (e["args"].contains("Collective name")) comm_ops[id.get<std::int64_t>()] = i;
   }
   // Pass 2: kernels. A GEMM may launch more than one (split-K reduce): its time is their span.
   std::map<std::int64_t, Span> gemm_spans;
@@ -112,13 +147,22 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
       groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(dur);
       continue;
     }
-    if (text(e, "cat") != "kernel") continue;
+    if (!is_kernel(e)) continue;
     const std::string name = as_string(e.value("name", Json()), path + ".name");
     const Json args = e.contains("args") && e["args"].is_object() ? e["args"] : Json::object();
-    const bool nccl = name.starts_with("ncclKernel") || name.starts_with("ncclDevKernel");
     const Json& ext = args.value("External id", Json());
-    const bool gemm = !nccl && ext.is_number_integer() && gemm_ops.count(ext.get<std::int64_t>());
-    if (!nccl && !gemm) continue;
+    const bool linked = ext.is_number_integer();
+    const bool gemm = linked && gemm_ops.count(ext.get<std::int64_t>());
+    // Collective sizes are on the kernel itself (Kineto copies them from record_param_comms
+    // since PyTorch 2.1), or on that op only, which the kernel names by External id.
+    std::string args_path = path + ".args";
+    const Json* comm = args.contains("Collective name") ? &args : nullptr;
+    if (!comm && !gemm && linked && comm_ops.count(ext.get<std::int64_t>())) {
+      const std::size_t op = comm_ops.at(ext.get<std::int64_t>());
+      comm = &events[op]["args"];
+      args_path = fmt::format("$.traceEvents[{}].args", op);
+    }
+    if (!comm && !gemm) continue;  // elementwise kernels, collectives whose sizes were not recorded, ...
     if (!e.contains("ts") || !e["ts"].is_number()) fail_at(path + ".ts", "must be a number (microseconds)");
     const double dur = as_positive_number(e.value("dur", Json()), path + ".dur");
     const double ts = e["ts"].get<double>();
@@ -127,20 +171,16 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
       if (!fresh) it->second = {std::min(it->second.start, ts), std::max(it->second.end, ts + dur)};
       continue;
     }
-    const std::string coll = as_string(args.value("Collective name", Json()), path + ".args.\"Collective name\"");
-    std::string lower = coll;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::string lower = lowercase(as_string((*comm)["Collective name"], args_path + ".\"Collective name\""));
     lower.erase(std::remove(lower.begin(), lower.end(), '_'), lower.end());
     Measurement m;
     if (lower.find("allgather") != std::string::npos) m.kind = MeasurementKind::all_gather;
     else if (lower.find("reducescatter") != std::string::npos) m.kind = MeasurementKind::reduce_scatter;
     else continue;  // all-reduce, send/recv, ...: not a class tpsim calibrates from traces
-    const std::string apath = path + ".args";
-    const int size = dtype_size(as_string(args.value("dtype", Json()), apath + ".dtype"), apath + ".dtype");
-    const double elems = number_arg(args, m.kind == MeasurementKind::all_gather ? "Out msg nelems" : "In msg nelems", apath);
-    const double gpus = number_arg(args, "Group size", apath);
-    if (gpus < 2 || gpus > kMaxGpus || gpus != static_cast<int>(gpus))
-      fail_at(apath + ".\"Group size\"", fmt::format("must be an integer between 2 and {}", kMaxGpus));
+    const std::string& apath = args_path;
+    const int size = dtype_size(as_string(comm->value("dtype", Json()), apath + ".dtype"), apath + ".dtype");
+    const double elems = number_arg(*comm, m.kind == MeasurementKind::all_gather ? "Out msg nelems" : "In msg nelems", apath);
+    const double gpus = group_size(*comm, apath);
     m.bytes = elems * size;
     m.gpus = static_cast<int>(gpus);
     m.name = fmt::format("kineto {} {:.0f} B x{}", measurement_kind_name(m.kind), m.bytes, m.gpus);

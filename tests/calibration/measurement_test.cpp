@@ -97,6 +97,31 @@ TEST_CASE("Kineto import: GEMMs through their aten op, split-K kernels spanned, 
   CHECK(rs.time_us == Approx(130));
 }
 
+TEST_CASE("Kineto import of older traces: sizes on record_param_comms, group from its ranks, old categories, fp8",
+          "[measurement][kineto]") {
+  const auto ms = import_kineto_trace(Json::parse(R"j({"traceEvents": [
+      {"ph": "X", "cat": "Operator", "name": "record_param_comms", "ts": 10, "dur": 30,
+       "args": {"External id": 7, "Collective name": "reduce_scatter_tensor", "dtype": "Float", "In msg nelems": 1048576,
+                "Out msg nelems": 262144, "Process Group Ranks": "[0, 1, 2, 3]"}},
+      {"ph": "X", "cat": "Kernel", "name": "ncclKernel_ReduceScatter_RING_LL_Sum_float(ncclWorkElem)", "ts": 20, "dur": 40,
+       "args": {"External id": 7}},
+      {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 100, "dur": 30,
+       "args": {"External id": 8, "Collective name": "all_gather_into_tensor", "dtype": "BFloat16", "In msg nelems": 512,
+                "Out msg nelems": 1024, "Process Group Ranks": [4, 5]}},
+      {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "ts": 120,
+       "dur": 9, "args": {"External id": 8}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_mm", "ts": 200, "dur": 5, "args": {"External id": 9,
+       "Input Dims": [[2048, 4096], [4096, 8192], [], []], "Input type": ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "float"]}},
+      {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_e4m3bf16_e4m3f32_f32_tn_n", "ts": 210, "dur": 25, "args": {"External id": 9}}]})j"),
+                                      "old.json");
+  REQUIRE(ms.size() == 3);
+  CHECK(named(ms, "kineto reduce_scatter 4194304 B x4").time_us == Approx(40));
+  CHECK(named(ms, "kineto all_gather 2048 B x2").time_us == Approx(9));
+  const Measurement& fp8 = named(ms, "kineto gemm 2048x8192x4096 fp8");
+  CHECK(fp8.gemm.dtype == Dtype::fp8);
+  CHECK(fp8.time_us == Approx(25));
+}
+
 TEST_CASE("Bad Kineto traces get one line naming the event", "[measurement][kineto]") {
   auto err = [](const std::string& text) {
     try {
@@ -110,7 +135,15 @@ TEST_CASE("Bad Kineto traces get one line naming the event", "[measurement][kine
   CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "elementwise", "dur": 3, "ts": 1}]})")
             .starts_with("$.traceEvents: holds no GEMM kernel"));
   CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "ts": 1, "dur": -2,
-                 "args": {}}]})") == "$.traceEvents[0].dur: must be a positive number, got -2");
+                 "args": {"Collective name": "allgather"}}]})") == "$.traceEvents[0].dur: must be a positive number, got -2");
+  // A collective kernel sized nowhere is not a measurement.
+  CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "ts": 1, "dur": 2,
+                 "args": {"External id": 4}}]})").starts_with("$.traceEvents: holds no"));
+  // Sizes found on the linked record_param_comms op are checked there.
+  CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "args": {"External id": 4,
+                 "Collective name": "_allgather_base", "dtype": "BFloat16", "Out msg nelems": 64, "Process Group Ranks": "[0]"}},
+               {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "ts": 1, "dur": 2, "args": {"External id": 4}}]})") ==
+        R"($.traceEvents[0].args."Process Group Ranks": must give a group of 2 to 64 GPUs)");
   CHECK(err(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "ts": 1, "dur": 2,
                  "args": {"Collective name": "allgather", "dtype": "BFloat16", "Out msg nelems": 8}}]})") ==
         R"($.traceEvents[0].args: missing "Group size")");

@@ -1,11 +1,14 @@
 #pragma once
 // PyTorch profiler (Kineto) Chrome traces as measurements. GEMM kernels are
-// found through the aten::mm / aten::addmm op that launched them ("External id"),
-// whose "Input Dims" and "Input type" give the shape (profile with
-// record_shapes=True); NCCL kernels carry "Collective name", "In msg nelems",
-// "Out msg nelems", "Group size" and "dtype"; peer copies ("Memcpy PtoP", category
-// gpu_memcpy) their "bytes". Repeats of one shape become one
-// measurement at the median duration.
+// found through the aten::mm / aten::addmm / aten::_scaled_mm op that launched
+// them ("External id"), whose "Input Dims" and "Input type" give the shape
+// (profile with record_shapes=True). All-gather and reduce-scatter kernels are
+// sized by "Collective name", "In msg nelems", "Out msg nelems", "Group size"
+// (or "Process Group Ranks") and "dtype": on the kernel, or, in traces of
+// PyTorch before 2.1, on the record_param_comms op it is linked to; kernels
+// sized nowhere are left out. Peer copies ("Memcpy PtoP", category gpu_memcpy)
+// carry their "bytes". Repeats of one shape become one measurement at the
+// median duration.
 #include <string>
 #include <vector>
 
