@@ -109,8 +109,10 @@ VariantMetrics analyze(const Dag& dag, const Timeline& tl) {
     }
   }
   m.exposed_comm = static_cast<Tick>(exposed / ranks);
-  m.sm_utilization = sm / ranks;
-  m.link_utilization = link / ranks;
+  if (tl.activity_recorded) {
+    m.sm_utilization = sm / ranks;
+    m.link_utilization = link / ranks;
+  }
   m.critical_path = critical_path(dag, tl);
   return m;
 }

@@ -47,7 +47,8 @@ Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSampl
   const auto ranks = static_cast<std::size_t>(dag.ranks());
   tl.sm_count = sm_count;
   tl.sm_count.resize(ranks, 1);
-  tl.busy_sm_time.assign(ranks, 0.0);  // SM occupancy is not measured (CUDA events time ops, not SMs)
+  tl.activity_recorded = false;  // CUDA events time ops, not SMs or link bytes
+  tl.busy_sm_time.assign(ranks, 0.0);
   tl.busy_sms.assign(ranks, {});
   tl.egress_rate.assign(ranks, {});
   tl.egress_bytes.assign(ranks, 0.0);

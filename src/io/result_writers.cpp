@@ -1,6 +1,7 @@
 #include "tpsim/io/result_writers.hpp"
 
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -8,8 +9,17 @@ namespace tpsim {
 
 namespace {
 
-// Rounded so printed JSON stays short and stable (0.001 us = 1 ns).
-double round_to(double v, double step) { return std::round(v / step) * step; }
+// Rounded to `decimals` places so printed JSON stays short and stable (3 places of us = 1 ns).
+// Dividing the rounded integer by an exact power of ten gives the double nearest the
+// decimal, which JSON prints as written (multiplying back by 1e-4 would not: 1.4984000000000002).
+double round_to(double v, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(v * scale) / scale;
+}
+
+// A utilization as a percentage for the table, "-" where it was not measured.
+std::string percent(const std::optional<double>& u) { return u ? fmt::format("{:.1f}", 100 * *u) : "-"; }
+Json fraction(const std::optional<double>& u) { return u ? Json(round_to(*u, 4)) : Json(nullptr); }
 
 std::string path_summary(const CriticalPath& cp) {
   std::vector<std::pair<Tick, std::string>> parts;
@@ -37,9 +47,9 @@ std::string format_table(const RunResult& r) {
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;
     const auto sp = r.speedup(run);
-    out += fmt::format("{:<22} {:>12.1f} {:>8} {:>15.1f} {:>6.1f} {:>6.1f}  {}\n", run.variant, to_us(m.makespan),
-                       sp ? fmt::format("{:.3f}x", *sp) : "-", to_us(m.exposed_comm), 100 * m.sm_utilization,
-                       100 * m.link_utilization, path_summary(m.critical_path));
+    out += fmt::format("{:<22} {:>12.1f} {:>8} {:>15.1f} {:>6} {:>6}  {}\n", run.variant, to_us(m.makespan),
+                       sp ? fmt::format("{:.3f}x", *sp) : "-", to_us(m.exposed_comm), percent(m.sm_utilization),
+                       percent(m.link_utilization), path_summary(m.critical_path));
   }
   return out;
 }
@@ -57,15 +67,15 @@ Json result_json(const RunResult& r) {
     const auto& m = run.metrics;
     Json v;
     v["variant"] = run.variant;
-    v["makespan_us"] = round_to(to_us(m.makespan), 1e-3);
+    v["makespan_us"] = round_to(to_us(m.makespan), 3);
     const auto sp = r.speedup(run);
-    v["speedup_vs_baseline"] = sp ? Json(round_to(*sp, 1e-4)) : Json(nullptr);
-    v["exposed_comm_us"] = round_to(to_us(m.exposed_comm), 1e-3);
-    v["sm_utilization"] = round_to(m.sm_utilization, 1e-4);
-    v["link_utilization"] = round_to(m.link_utilization, 1e-4);
-    v["tflops_per_gpu"] = m.makespan > 0 ? round_to(m.flops / s.gpus / (static_cast<double>(m.makespan) * 1e-12) / 1e12, 1e-2) : 0.0;
+    v["speedup_vs_baseline"] = sp ? Json(round_to(*sp, 4)) : Json(nullptr);
+    v["exposed_comm_us"] = round_to(to_us(m.exposed_comm), 3);
+    v["sm_utilization"] = fraction(m.sm_utilization);
+    v["link_utilization"] = fraction(m.link_utilization);
+    v["tflops_per_gpu"] = m.makespan > 0 ? round_to(m.flops / s.gpus / (static_cast<double>(m.makespan) * 1e-12) / 1e12, 2) : 0.0;
     Json cp;
-    for (const auto& [kind, t] : m.critical_path.by_kind) cp[kind + "_us"] = round_to(to_us(t), 1e-3);
+    for (const auto& [kind, t] : m.critical_path.by_kind) cp[kind + "_us"] = round_to(to_us(t), 3);
     Json path = Json::array();
     for (OpId id : m.critical_path.ops) {
       const Op& op = run.dag.op(id);
@@ -91,8 +101,8 @@ Json op_times_json(const VariantRun& run) {
                    {"stream", op.stream},
                    {"op", op.name},
                    {"kind", std::string(op_kind_name(op))},
-                   {"start_us", round_to(to_us(t.start), 1e-3)},
-                   {"end_us", round_to(to_us(t.end), 1e-3)}});
+                   {"start_us", round_to(to_us(t.start), 3)},
+                   {"end_us", round_to(to_us(t.end), 3)}});
   }
   return ops;
 }

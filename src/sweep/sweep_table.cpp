@@ -36,9 +36,10 @@ std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunR
   for (const auto& run : result.runs) {
     const auto& m = run.metrics;
     const auto sp = result.speedup(run);
-    out += fmt::format("{},{},{:.3f},{},{:.3f},{:.4f},{:.4f},{}\n", prefix, run.variant, to_us(m.makespan),
-                       sp ? fmt::format("{:.4f}", *sp) : "", to_us(m.exposed_comm), m.sm_utilization, m.link_utilization,
-                       best->variant);
+    const auto fraction = [](const std::optional<double>& u) { return u ? fmt::format("{:.4f}", *u) : std::string(); };
+    out += fmt::format("{},{},{:.3f},{},{:.3f},{},{},{}\n", prefix, run.variant, to_us(m.makespan),
+                       sp ? fmt::format("{:.4f}", *sp) : "", to_us(m.exposed_comm), fraction(m.sm_utilization),
+                       fraction(m.link_utilization), best->variant);
   }
   return out;
 }

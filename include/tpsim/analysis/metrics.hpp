@@ -2,6 +2,7 @@
 // What a run means: makespan, exposed communication, utilizations and the
 // critical path, computed from the DAG and its timeline.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,9 @@ struct VariantMetrics {
   Tick last_end = 0;
   Tick makespan = 0;
   Tick exposed_comm = 0;       // mean over ranks: communication/sync time with no compute kernel running
-  double sm_utilization = 0;   // busy SM-time / (SMs x makespan), mean over ranks
-  double link_utilization = 0;  // egress bytes / (all egress links' bandwidth x makespan), mean over ranks
+  // Absent for a measured run: CUDA events time ops, not SMs or link bytes.
+  std::optional<double> sm_utilization;    // busy SM-time / (SMs x makespan), mean over ranks
+  std::optional<double> link_utilization;  // egress bytes / (all egress links' bandwidth x makespan), mean over ranks
   double flops = 0;            // total over ranks
   CriticalPath critical_path;
 };

@@ -1,6 +1,6 @@
 #pragma once
 // What happened when a DAG ran: per-op times and per-GPU activity samples.
-// Both the simulator and (later) the CUDA backend produce one of these.
+// Both the simulator and the CUDA backend produce one of these.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -27,6 +27,7 @@ struct Sample {
 
 struct Timeline {
   bool detailed = false;      // samples and op details kept (for a trace)
+  bool activity_recorded = true;  // busy SMs and egress bytes known (simulated), not only op times (measured)
   std::vector<OpTiming> ops;  // indexed by OpId
   std::vector<double> busy_sm_time;               // per rank: integral of busy SMs over time (SM x ps)
   std::vector<std::vector<Sample>> busy_sms;      // per rank, detailed only: (time, busy SMs)
