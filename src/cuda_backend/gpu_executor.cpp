@@ -1,5 +1,6 @@
 #include "tpsim/cuda/gpu_executor.hpp"
 
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,17 @@ namespace {
 
 using gpu::RankState;
 
+// Load every kernel module when CUDA starts, not at a kernel's first launch: a lazy
+// load waits for the device's queue to drain, and in one process driving several
+// GPUs that queue can hold a barrier or NCCL kernel spinning on a peer whose host
+// thread is itself blocked in a load (CUDA's documented lazy-loading deadlock).
+// Set before main, so before any CUDA call; a value the user set is kept.
+const bool kEagerModules = [] { return setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0; }();
+
+// A repeat that makes no progress for this long is a hang (a peer never reached a
+// collective or barrier): report it rather than wait forever.
+constexpr auto kStallLimit = std::chrono::seconds(120);
+
 ncclDataType_t nccl_type() { return ncclBfloat16; }  // collectives move bf16 elements (the byte counts are what matter)
 
 // Enqueues one launch on its CUDA stream, exactly as the plan says.
@@ -29,8 +41,8 @@ void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::uniq
       const gpu::LtGemm& g = st.gemms.at(l.op);
       const float alpha = 1.0f, beta = 0.0f;
       char* a = st.arena;
-      char* b = a + g.a_bytes;
-      char* c = b + g.b_bytes;
+      char* b = a + gpu::aligned(g.a_bytes);
+      char* c = b + gpu::aligned(g.b_bytes);
       TPSIM_GPU_CHECK(cublasLtMatmul(st.lt, g.desc, &alpha, a, g.a, b, g.b, &beta, c, g.c, c, g.c, &g.algo,
                                      st.workspaces[static_cast<std::size_t>(l.stream)], gpu::kWorkspaceBytes, s));
       return;
@@ -167,6 +179,8 @@ std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan&
   const int n = dag.ranks();
   std::vector<std::vector<OpSample>> repeats(static_cast<std::size_t>(options.repeats), std::vector<OpSample>(dag.size()));
   std::barrier sync(n);
+  std::atomic<long> progress{0};  // repeats finished, all ranks together
+  std::atomic<int> running{n};
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
@@ -177,13 +191,28 @@ std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan&
         for (int it = 0; it < options.warmup + options.repeats; ++it) {
           sync.arrive_and_wait();  // every host thread starts the repeat together
           run_repeat(rp, dag, st, ranks, n, it < options.warmup ? nullptr : &repeats[static_cast<std::size_t>(it - options.warmup)]);
+          ++progress;
         }
       } catch (const std::exception& e) {
         // The other ranks may now wait forever inside NCCL or a barrier kernel: stop the process.
         std::fprintf(stderr, "tpsim: error: GPU %d: %s\n", r, e.what());
         std::_Exit(1);
       }
+      --running;
     });
+  }
+  // Watchdog: the threads cannot be interrupted inside a CUDA call, so a hang ends the process.
+  long seen = -1;
+  auto last_change = std::chrono::steady_clock::now();
+  while (running > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (const long p = progress; p != seen) seen = p, last_change = std::chrono::steady_clock::now();
+    else if (std::chrono::steady_clock::now() - last_change > kStallLimit) {
+      std::fprintf(stderr, "tpsim: error: the GPUs made no progress for %lld s (%ld of %d rank-repeats done): a collective or "
+                   "barrier some rank never reached\n", static_cast<long long>(kStallLimit.count()), p,
+                   n * (options.warmup + options.repeats));
+      std::_Exit(1);
+    }
   }
   for (auto& t : threads) t.join();
   gpu::tear_down_ranks(ranks);

@@ -70,7 +70,8 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
 double launch_bytes(const Op& op, int ranks) {
   if (const auto* g = std::get_if<GemmOp>(&op.payload)) {
     const double e = dtype_bytes(g->problem.dtype), c = g->problem.dtype == Dtype::fp8 ? 2 : e;
-    return e * (g->problem.m * g->problem.k + g->problem.k * g->problem.n) + c * g->problem.m * g->problem.n;
+    return e * (g->problem.m * g->problem.k + g->problem.k * g->problem.n) + c * g->problem.m * g->problem.n +
+           2 * kOperandAlignment;
   }
   if (const auto* c = std::get_if<CopyOp>(&op.payload)) return c->bytes;
   if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->buffer_bytes * (1.0 + 1.0 / ranks);

@@ -45,6 +45,10 @@ struct RankState {
 
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
+// Operands start on 256-byte boundaries: cuBLASLt's heuristic assumes that alignment.
+constexpr std::size_t kOperandAlignment = 256;
+constexpr std::size_t aligned(std::size_t bytes) { return (bytes + kOperandAlignment - 1) / kOperandAlignment * kOperandAlignment; }
+
 // Sets up every rank (peer access, memory, plans, NCCL). Throws GpuError.
 std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const LaunchPlan& plan);
 void tear_down_ranks(std::vector<std::unique_ptr<RankState>>& ranks);
