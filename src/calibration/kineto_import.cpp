@@ -15,7 +15,10 @@ namespace {
 
 struct Span {
   double start = 0, end = 0;
+  std::string device;  // GEMMs: the GPU they ran on
 };
+
+using Groups = std::map<std::string, std::pair<Measurement, std::vector<double>>>;  // name -> measurement, durations
 
 std::optional<Dtype> torch_dtype(std::string s) {
   if (s.starts_with("c10::")) s = s.substr(5);
@@ -109,6 +112,44 @@ int group_size(const Json& args, const std::string& path) {
   return static_cast<int>(gpus);
 }
 
+// The GPU of a device event: its "device" arg, else its pid (Kineto's pid for GPU rows).
+std::string device_of(const Json& e, const Json& args) {
+  if (args.contains("device")) return args["device"].dump();
+  return e.contains("pid") ? e["pid"].dump() : std::string();
+}
+
+Span timed_span(const Json& e, const std::string& path) {
+  if (!e.contains("ts") || !e["ts"].is_number()) fail_at(path + ".ts", "must be a number (microseconds)");
+  const double dur = as_positive_number(e.value("dur", Json()), path + ".dur");
+  return Span{e["ts"].get<double>(), e["ts"].get<double>() + dur, {}};
+}
+
+// A copy-engine peer copy (cudaMemcpyPeerAsync, or copy_ between GPUs): its bytes are in the args.
+void add_peer_copy(const Json& args, const std::string& path, double dur, Groups& groups) {
+  Measurement m;
+  m.kind = MeasurementKind::peer_copy;
+  m.bytes = number_arg(args, "bytes", path + ".args");
+  if (m.bytes > 1e15) fail_at(path + ".args.\"bytes\"", "larger than a petabyte");
+  m.gpus = 2;
+  m.name = fmt::format("kineto peer_copy {:.0f} B", m.bytes);
+  groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(dur);
+}
+
+// An all-gather or reduce-scatter kernel sized by `comm` (other collectives are not measured).
+void add_collective(const Json& comm, const std::string& path, double dur, Groups& groups) {
+  std::string lower = lowercase(as_string(comm["Collective name"], path + ".\"Collective name\""));
+  lower.erase(std::remove(lower.begin(), lower.end(), '_'), lower.end());
+  Measurement m;
+  if (lower.find("allgather") != std::string::npos) m.kind = MeasurementKind::all_gather;
+  else if (lower.find("reducescatter") != std::string::npos) m.kind = MeasurementKind::reduce_scatter;
+  else return;  // all-reduce, send/recv, ...: not a class tpsim calibrates from traces
+  const int size = dtype_size(as_string(comm.value("dtype", Json()), path + ".dtype"), path + ".dtype");
+  m.bytes = number_arg(comm, m.kind == MeasurementKind::all_gather ? "Out msg nelems" : "In msg nelems", path) * size;
+  m.gpus = group_size(comm, path);
+  m.name = fmt::format("kineto {} {:.0f} B x{}", measurement_kind_name(m.kind), m.bytes, m.gpus);
+  groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(dur);
+}
+
 }  // namespace
 
 std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& source) {
@@ -127,82 +168,72 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
     if (is_gemm_op(text(e, "name"))) gemm_ops[id.get<std::int64_t>()] = {text(e, "name"), i};
     else if (e["args"].contains("Collective name")) comm_ops[id.get<std::int64_t>()] = i;
   }
-  // Pass 2: kernels. A GEMM may launch more than one (split-K reduce): its time is their span.
+  // Pass 2: kernels and peer copies. A GEMM may launch more than one kernel (split-K
+  // reduce): its time is their span. Communication of any kind is remembered per GPU.
   std::map<std::int64_t, Span> gemm_spans;
-  std::map<std::string, std::pair<Measurement, std::vector<double>>> groups;  // key -> measurement, durations
+  std::map<std::string, std::vector<Span>> comm_spans;  // device -> NCCL kernels and peer copies
+  Groups groups;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Json& e = events[i];
     if (text(e, "ph") != "X") continue;
     const std::string path = fmt::format("$.traceEvents[{}]", i);
-    if (text(e, "cat") == "gpu_memcpy" && text(e, "name").starts_with("Memcpy PtoP")) {
-      // A copy-engine peer copy (cudaMemcpyPeerAsync, or copy_ between GPUs): its bytes are in the args.
-      const double dur = as_positive_number(e.value("dur", Json()), path + ".dur");
-      const Json args = e.contains("args") && e["args"].is_object() ? e["args"] : Json::object();
-      Measurement m;
-      m.kind = MeasurementKind::peer_copy;
-      m.bytes = number_arg(args, "bytes", path + ".args");
-      if (m.bytes > 1e15) fail_at(path + ".args.\"bytes\"", "larger than a petabyte");
-      m.gpus = 2;
-      m.name = fmt::format("kineto peer_copy {:.0f} B", m.bytes);
-      groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(dur);
+    const Json args = e.contains("args") && e["args"].is_object() ? e["args"] : Json::object();
+    if (lowercase(text(e, "cat")) == "gpu_memcpy" && text(e, "name").starts_with("Memcpy PtoP")) {
+      const Span span = timed_span(e, path);
+      comm_spans[device_of(e, args)].push_back(span);
+      add_peer_copy(args, path, span.end - span.start, groups);
       continue;
     }
     if (!is_kernel(e)) continue;
     const std::string name = as_string(e.value("name", Json()), path + ".name");
-    const Json args = e.contains("args") && e["args"].is_object() ? e["args"] : Json::object();
     const Json& ext = args.value("External id", Json());
     const bool linked = ext.is_number_integer();
-    const bool gemm = linked && gemm_ops.count(ext.get<std::int64_t>());
+    if (linked && gemm_ops.count(ext.get<std::int64_t>())) {
+      const Span k = timed_span(e, path);
+      auto [it, fresh] = gemm_spans.try_emplace(ext.get<std::int64_t>(), Span{k.start, k.end, device_of(e, args)});
+      if (!fresh) it->second.start = std::min(it->second.start, k.start), it->second.end = std::max(it->second.end, k.end);
+      continue;
+    }
     // Collective sizes are on the kernel itself (Kineto copies them from record_param_comms
     // since PyTorch 2.1), or on that op only, which the kernel names by External id.
     std::string args_path = path + ".args";
     const Json* comm = args.contains("Collective name") ? &args : nullptr;
-    if (!comm && !gemm && linked && comm_ops.count(ext.get<std::int64_t>())) {
+    if (!comm && linked && comm_ops.count(ext.get<std::int64_t>())) {
       const std::size_t op = comm_ops.at(ext.get<std::int64_t>());
       comm = &events[op]["args"];
       args_path = fmt::format("$.traceEvents[{}].args", op);
     }
-    if (!comm && !gemm) continue;  // elementwise kernels, collectives whose sizes were not recorded, ...
-    if (!e.contains("ts") || !e["ts"].is_number()) fail_at(path + ".ts", "must be a number (microseconds)");
-    const double dur = as_positive_number(e.value("dur", Json()), path + ".dur");
-    const double ts = e["ts"].get<double>();
-    if (gemm) {
-      auto [it, fresh] = gemm_spans.try_emplace(ext.get<std::int64_t>(), Span{ts, ts + dur});
-      if (!fresh) it->second = {std::min(it->second.start, ts), std::max(it->second.end, ts + dur)};
-      continue;
-    }
-    std::string lower = lowercase(as_string((*comm)["Collective name"], args_path + ".\"Collective name\""));
-    lower.erase(std::remove(lower.begin(), lower.end(), '_'), lower.end());
-    Measurement m;
-    if (lower.find("allgather") != std::string::npos) m.kind = MeasurementKind::all_gather;
-    else if (lower.find("reducescatter") != std::string::npos) m.kind = MeasurementKind::reduce_scatter;
-    else continue;  // all-reduce, send/recv, ...: not a class tpsim calibrates from traces
-    const std::string& apath = args_path;
-    const int size = dtype_size(as_string(comm->value("dtype", Json()), apath + ".dtype"), apath + ".dtype");
-    const double elems = number_arg(*comm, m.kind == MeasurementKind::all_gather ? "Out msg nelems" : "In msg nelems", apath);
-    const double gpus = group_size(*comm, apath);
-    m.bytes = elems * size;
-    m.gpus = static_cast<int>(gpus);
-    m.name = fmt::format("kineto {} {:.0f} B x{}", measurement_kind_name(m.kind), m.bytes, m.gpus);
-    auto& g = groups.try_emplace(m.name, m, std::vector<double>{}).first->second;
-    g.second.push_back(dur);
+    if (!comm && lowercase(name).find("nccl") == std::string::npos) continue;  // elementwise kernels, ...
+    const Span span = timed_span(e, path);
+    comm_spans[device_of(e, args)].push_back(span);
+    if (comm) add_collective(*comm, args_path, span.end - span.start, groups);  // else sized nowhere: not a measurement
   }
+  // A GEMM that ran beside communication lost SMs or memory bandwidth to it: not a GEMM alone.
+  std::map<std::string, int> overlapped;  // measurement name -> kernels left out
   for (const auto& [id, span] : gemm_spans) {
     const auto& [op, index] = gemm_ops.at(id);
     Measurement m;
     m.kind = MeasurementKind::gemm;
     m.gemm = gemm_shape(events[index]["args"], op, fmt::format("$.traceEvents[{}]", index));
     m.name = fmt::format("kineto gemm {}x{}x{} {}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype));
-    auto& g = groups.try_emplace(m.name, m, std::vector<double>{}).first->second;
-    g.second.push_back(span.end - span.start);
+    const auto& beside = comm_spans[span.device];
+    if (std::any_of(beside.begin(), beside.end(), [&](const Span& c) { return c.start < span.end && c.end > span.start; })) {
+      ++overlapped[m.name];
+      continue;
+    }
+    groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(span.end - span.start);
   }
   if (groups.empty())
-    fail_at("$.traceEvents", "holds no GEMM kernel of an aten::mm/addmm op, no NCCL all-gather or reduce-scatter kernel and no peer copy");
+    fail_at("$.traceEvents", overlapped.empty()
+                                 ? "holds no GEMM kernel of an aten::mm/addmm op, no NCCL all-gather or reduce-scatter kernel and no peer copy"
+                                 : "holds no measurement: every GEMM kernel ran beside communication, and no collective or peer copy is sized");
   std::vector<Measurement> out;
   for (auto& [key, g] : groups) {
     g.first.time_us = median(g.second);
     g.first.origin = source;
     g.first.source = fmt::format("{}: median of {} kernel(s)", source, g.second.size());
+    if (const auto it = overlapped.find(key); it != overlapped.end())
+      g.first.source += fmt::format("; {} more ran beside communication and were left out", it->second);
     out.push_back(std::move(g.first));
   }
   return out;

@@ -122,6 +122,29 @@ TEST_CASE("Kineto import of older traces: sizes on record_param_comms, group fro
   CHECK(fp8.time_us == Approx(25));
 }
 
+TEST_CASE("Kineto import leaves out GEMMs that ran beside communication on their GPU", "[measurement][kineto]") {
+  // Three runs of one GEMM on GPU 0: the second overlaps an unsized NCCL kernel there, the
+  // third a peer copy on GPU 1 only (another GPU: it stays).
+  const auto ms = import_kineto_trace(Json::parse(R"j({"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {"External id": 1, "Input Dims": [[4096, 4096], [4096, 4096]],
+       "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {"External id": 2, "Input Dims": [[4096, 4096], [4096, 4096]],
+       "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {"External id": 3, "Input Dims": [[4096, 4096], [4096, 4096]],
+       "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+      {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "ts": 0, "dur": 150, "args": {"External id": 1, "device": 0}},
+      {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "ts": 200, "dur": 190, "args": {"External id": 2, "device": 0}},
+      {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL", "pid": 0, "ts": 250, "dur": 80, "args": {"device": 0}},
+      {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "ts": 400, "dur": 152, "args": {"External id": 3, "device": 0}},
+      {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 1, "ts": 420, "dur": 100,
+       "args": {"device": 1, "bytes": 1048576}}]})j"),
+                                      "busy.json");
+  const Measurement& g = named(ms, "kineto gemm 4096x4096x4096 bf16");
+  CHECK(g.time_us == Approx(151));  // the median of the two alone, not the 190 us slowed one
+  CHECK(g.source == "busy.json: median of 2 kernel(s); 1 more ran beside communication and were left out");
+  CHECK(named(ms, "kineto peer_copy 1048576 B").time_us == Approx(100));
+}
+
 TEST_CASE("Bad Kineto traces get one line naming the event", "[measurement][kineto]") {
   auto err = [](const std::string& text) {
     try {

@@ -7,8 +7,9 @@
 // (or "Process Group Ranks") and "dtype": on the kernel, or, in traces of
 // PyTorch before 2.1, on the record_param_comms op it is linked to; kernels
 // sized nowhere are left out. Peer copies ("Memcpy PtoP", category gpu_memcpy)
-// carry their "bytes". Repeats of one shape become one measurement at the
-// median duration.
+// carry their "bytes". A GEMM that overlapped an NCCL kernel or a peer copy on
+// its GPU is left out (it lost SMs or bandwidth to it; the measurement's source
+// says how many). Repeats of one shape become one measurement at the median.
 #include <string>
 #include <vector>
 
