@@ -216,6 +216,14 @@ FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measureme
   return report;
 }
 
+std::string ParameterChange::bound() const {
+  if (!fitted) return "";
+  const double tolerance = 1e-3 * (parameter.max - parameter.min);  // values are rounded to 4 digits
+  if (after <= parameter.min + tolerance) return "lower";
+  if (after >= parameter.max - tolerance) return "upper";
+  return "";
+}
+
 double mean_abs_error(const std::vector<double>& predicted_us, const std::vector<Measurement>& ms, const std::string& op_class) {
   double sum = 0;
   int n = 0;
@@ -250,10 +258,19 @@ std::string format_fit_report(const FitReport& r, const std::vector<Measurement>
   if (static_cast<std::size_t>(fitted) > ms.size())
     out += fmt::format("note: {} parameters from {} measurements is underdetermined; measure more (tpsim microbench) or fit fewer (--params)\n",
                        fitted, ms.size());
+  int at_bound = 0;
   for (const ParameterChange& c : r.parameters) {
-    if (c.fitted) out += fmt::format("  {:<46} {:>9.4g} -> {:<9.4g} {}\n", c.parameter.pointer, c.before, c.after, c.parameter.unit);
+    const std::string bound = c.bound();
+    at_bound += !bound.empty();
+    if (c.fitted)
+      out += fmt::format("  {:<46} {:>9.4g} -> {:<9.4g} {}{}\n", c.parameter.pointer, c.before, c.after, c.parameter.unit,
+                         bound.empty() ? "" : fmt::format("  (at the {} end of its range)", bound));
     else if (c.why_not != "not selected") out += fmt::format("  {:<46} kept ({})\n", c.parameter.pointer, c.why_not);
   }
+  if (at_bound > 0)
+    out += fmt::format("note: {} parameter(s) ended at an end of its plausible range: the "
+                       "measurements ask for values no such GPU has. Check that --hardware describes the GPU measured and that "
+                       "the measurements are what they say; a mechanism the model lacks shows up the same way.\n", at_bound);
   return out;
 }
 
@@ -269,6 +286,7 @@ Json fit_report_json(const FitReport& r, const std::vector<Measurement>& ms) {
   for (const ParameterChange& c : r.parameters) {
     Json p{{"pointer", c.parameter.pointer}, {"unit", c.parameter.unit}, {"fitted", c.fitted}};
     if (c.fitted) p["before"] = c.before, p["after"] = c.after;
+    if (!c.bound().empty()) p["at_bound"] = c.bound();
     else p["why_not"] = c.why_not;
     params.push_back(p);
   }

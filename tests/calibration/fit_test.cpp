@@ -91,6 +91,29 @@ TEST_CASE("Parameters no measurement depends on are kept and reported so", "[cal
   CHECK(r.objective_after < r.objective_before);
 }
 
+TEST_CASE("A fit that ends at an end of a plausible range says so", "[calibration]") {
+  // A barrier round of 5 ms is no NVLink machine's: the latency goes to its upper bound.
+  std::vector<Measurement> ms = {make(MeasurementKind::barrier, {}, 0, 8)};
+  ms[0].time_us = 5000;
+  Json hw = h100_json();
+  FitOptions options;
+  options.only = {"/barrier/latency"};
+  const auto parameters = load_calibration_parameters(default_calibration_parameters_file());
+  const FitReport r = fit_hardware(hw, ms, parameters, options);
+  const auto it = std::find_if(r.parameters.begin(), r.parameters.end(), [](const auto& c) { return c.fitted; });
+  REQUIRE(it != r.parameters.end());
+  CHECK(it->after == Approx(it->parameter.max));
+  CHECK(it->bound() == "upper");
+  CHECK(format_fit_report(r, ms).find("(at the upper end of its range)") != std::string::npos);
+  CHECK(fit_report_json(r, ms)["parameters"][std::distance(r.parameters.begin(), it)]["at_bound"] == "upper");
+  // A plausible measurement leaves it inside.
+  ms[0].time_us = 8;
+  Json again = h100_json();
+  const FitReport inside = fit_hardware(again, ms, parameters, options);
+  for (const auto& c : inside.parameters) CHECK(c.bound().empty());
+  CHECK(format_fit_report(inside, ms).find("end of its range") == std::string::npos);
+}
+
 TEST_CASE("Calibrating from mid-range parameters on the published measurements reduces the error", "[calibration][published]") {
   // Start from h100_sxm with every fittable parameter at the middle of its plausible range:
   // what one knows before measuring anything.

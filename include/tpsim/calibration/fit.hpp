@@ -33,6 +33,9 @@ struct ParameterChange {
   double before = 0, after = 0;
   bool fitted = false;  // false: absent from the file or no measurement depends on it
   std::string why_not;
+  // "lower" or "upper" when the fit ended at an end of the plausible range (the data
+  // ask for a value outside it: a mechanism missing from the model, or a bad measurement).
+  std::string bound() const;
 };
 
 struct FitReport {
