@@ -8,21 +8,6 @@
 
 namespace tpsim {
 
-namespace {
-
-std::string hardware_file(const std::string& ref) {
-  const bool is_path = ref.find('/') != std::string::npos || ref.ends_with(".json");
-  const std::string file = is_path ? ref : models_dir() + "/" + ref + ".json";
-  if (!std::filesystem::exists(file)) {
-    std::string msg = fmt::format("--hardware: \"{}\" is neither a shipped model nor a file", ref);
-    if (auto s = closest_match(ref, shipped_hardware_names())) msg += fmt::format(" (did you mean \"{}\"?)", *s);
-    throw InputError(msg);
-  }
-  return file;
-}
-
-}  // namespace
-
 Calibration calibrate(const CalibrationRequest& req) {
   if (req.measurement_files.empty()) throw InputError("--measurements: give at least one file");
   Calibration c;
@@ -30,7 +15,7 @@ Calibration calibrate(const CalibrationRequest& req) {
     auto ms = load_measurements_file(f);
     c.measurements.insert(c.measurements.end(), ms.begin(), ms.end());
   }
-  const std::string file = hardware_file(req.hardware);
+  const std::string file = hardware_file_path(req.hardware, "--hardware", "");
   c.hardware = resolve_hardware_json(file);
   const std::string description = c.hardware.value("description", "");
   parse_hardware(c.hardware, file);  // a bad starting file is reported as such, not as a fit failure

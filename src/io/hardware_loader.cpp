@@ -265,13 +265,13 @@ std::vector<std::string> shipped_hardware_names() {
   return names;
 }
 
-HardwareSpec resolve_hardware(const std::string& ref, const std::string& json_path, const std::string& relative_to) {
+std::string hardware_file_path(const std::string& ref, const std::string& json_path, const std::string& relative_to) {
   const bool is_path = ref.find('/') != std::string::npos || (ref.size() > 5 && ref.ends_with(".json"));
   if (is_path) {
     fs::path p(ref);
     if (p.is_relative() && !fs::exists(p) && !relative_to.empty()) p = fs::path(relative_to) / p;
     if (!fs::exists(p)) fail_at(json_path, fmt::format("hardware file \"{}\" not found", ref));
-    return load_hardware_file(p.string());
+    return p.string();
   }
   const auto names = shipped_hardware_names();
   if (std::find(names.begin(), names.end(), ref) == names.end()) {
@@ -280,7 +280,11 @@ HardwareSpec resolve_hardware(const std::string& ref, const std::string& json_pa
     else msg += fmt::format(" (available: {})", fmt::join(names, ", "));
     fail_at(json_path, msg);
   }
-  return load_hardware_file(models_dir() + "/" + ref + ".json");
+  return models_dir() + "/" + ref + ".json";
+}
+
+HardwareSpec resolve_hardware(const std::string& ref, const std::string& json_path, const std::string& relative_to) {
+  return load_hardware_file(hardware_file_path(ref, json_path, relative_to));
 }
 
 }  // namespace tpsim

@@ -163,7 +163,7 @@ TEST_CASE("Bad calibration inputs are one clear error", "[calibration]") {
   req.measurement_files = {models_dir() + "/measurements/h100_sxm_published.json"};
   req.hardware = "h100_sxn";
   req.name = "x";
-  CHECK_THROWS_WITH(calibrate(req), R"(--hardware: "h100_sxn" is neither a shipped model nor a file (did you mean "h100_sxm"?))");
+  CHECK_THROWS_WITH(calibrate(req), R"(--hardware: unknown hardware "h100_sxn" (did you mean "h100_sxm"?))");
   req.hardware = "h100_sxm";
   req.measurement_files = {"/nonexistent/m.json"};
   CHECK_THROWS_AS(calibrate(req), InputError);

@@ -17,7 +17,9 @@ Json resolve_hardware_json(const std::string& file);
 // Where the shipped models live: $TPSIM_MODELS_DIR, else the source tree's models/.
 std::string models_dir();
 std::vector<std::string> shipped_hardware_names();
-// A name ("h100_sxm") or a path to a JSON file; errors name `json_path`.
+// A name ("h100_sxm") or a path to a JSON file (tried as given, then against
+// `relative_to`): the file it means. Errors name `json_path`.
+std::string hardware_file_path(const std::string& ref, const std::string& json_path, const std::string& relative_to);
 HardwareSpec resolve_hardware(const std::string& ref, const std::string& json_path, const std::string& relative_to);
 
 }  // namespace tpsim
