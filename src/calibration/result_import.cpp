@@ -25,7 +25,8 @@ void import_ops(const Json& ops, const std::string& path, const Measurement& who
   std::vector<Measurement> timed;
   for (std::size_t k = 0; k < ops.size(); ++k) {
     const std::string p = fmt::format("{}[{}]", path, k);
-    const ObjectReader r(ops[k], p, {"rank", "stream", "op", "kind", "start_us", "end_us"});
+    const ObjectReader r(ops[k], p, {"rank", "stream", "op", "kind", "start_us", "end_us", "stand_in"});
+    if (const auto stand_in = r.optional_bool("stand_in"); stand_in && *stand_in) continue;  // its time was simulated
     Measurement m = whole;
     m.op = r.string("op");
     const Json& rank = r.at("rank");
@@ -85,7 +86,11 @@ std::vector<Measurement> import_result_json(const Json& j, const std::string& so
     }
     m.time_us = as_positive_number(required(results[i], "makespan_us", path), path + ".makespan_us");
     m.name = fmt::format("{} {}", m.scenario->name, variant);
-    out.push_back(m);
+    // A makespan with stand-ins holds simulated time: only the ops the GPU ran are measurements.
+    const Json& stand_ins = results[i].value("stand_in_ops", Json(0));
+    if (!stand_ins.is_number_integer() || stand_ins.get<std::int64_t>() < 0)
+      fail_at(path + ".stand_in_ops", "must be a count of ops");
+    if (stand_ins.get<std::int64_t>() == 0) out.push_back(m);
     if (results[i].contains("op_times")) import_ops(results[i]["op_times"], path + ".op_times", m, out);
   }
   if (out.empty()) fail_at("$.results", "holds no variant");

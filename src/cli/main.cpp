@@ -104,6 +104,8 @@ int main(int argc, char** argv) {
   measure->add_option("--repeat", mo.repeat, "timed repeats; each op's median is reported (default 10)")->check(CLI::PositiveNumber);
   measure->add_option("--warmup", mo.warmup, "untimed repeats first (default 3)")->check(CLI::NonNegativeNumber);
   measure->add_flag("--dry-run", mo.dry_run, "print each rank's CUDA launch plan instead of running it (no GPU needed)");
+  measure->add_flag("--stand-in", mo.stand_in,
+                    "ops the backend cannot run (flash attention, the fused ring GEMM): hold every SM for their simulated time");
   tpsim::cli::MeasureOptions mb;
   auto* microbench = app.add_subcommand("microbench", "measure what calibration needs on this machine's GPUs");
   microbench->add_option("-o,--output", mb.output, "measurement file to write (default micro.json)");

@@ -10,6 +10,7 @@
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
 #include "tpsim/cuda/launch_plan.hpp"
+#include "tpsim/cuda/stand_in.hpp"
 #include "tpsim/io/chrome_trace.hpp"
 #include "tpsim/io/result_writers.hpp"
 #include "tpsim/strategies/registry.hpp"
@@ -36,26 +37,35 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
     if (!o.output.empty()) write_file(o.output, all.dump(2) + "\n");
     return 0;
   }
+  // Decided before any GPU work, so a scenario the backend cannot run fails the same way everywhere.
+  for (const std::string& v : s.variants)
+    if (const std::string op = first_op_gpu_cannot_run(build_dag(s, v)); !op.empty() && !o.stand_in)
+      throw InputError(fmt::format("variant \"{}\": {} is not run by the CUDA backend; measure other variants, or add "
+                                   "--stand-in to hold every SM for its simulated time instead", v, op));
+  RunResult simulated = run_scenario(s, !o.trace.empty());
   RunResult result{s, {}};
-  const GpuRunOptions run{o.warmup, o.repeat};
-  for (const std::string& v : s.variants) {
-    Dag dag = build_dag(s, v);
-    const LaunchPlan plan = plan_launches(dag);
-    const auto samples = run_on_gpus(dag, plan, run);
-    Timeline tl = measured_timeline(dag, samples, cuda_sm_counts(dag.ranks()));
+  int stand_ins = 0;
+  for (std::size_t i = 0; i < s.variants.size(); ++i) {
+    Dag dag = build_dag(s, s.variants[i]);
+    GpuRunOptions run{.warmup = o.warmup, .repeats = o.repeat, .stand_in_us = stand_in_durations_us(dag, simulated.runs[i].timeline)};
+    stand_ins += static_cast<int>(run.stand_in_us.size());
+    const auto samples = run_on_gpus(dag, plan_launches(dag), run);
+    Timeline tl = measured_timeline(dag, samples, cuda_sm_counts(dag.ranks()), run.stand_in_us);
     VariantMetrics m = analyze(dag, tl);
-    result.runs.push_back(VariantRun{v, std::move(dag), std::move(tl), std::move(m)});
+    result.runs.push_back(VariantRun{s.variants[i], std::move(dag), std::move(tl), std::move(m)});
   }
   Json j = result_json(result);
   for (std::size_t i = 0; i < result.runs.size(); ++i) j["results"][i]["op_times"] = op_times_json(result.runs[i]);
   j["measured_on"] = machine_name(s.gpus);
   j["warmup"] = o.warmup;
   j["repeats"] = o.repeat;
-  RunResult simulated = run_scenario(s, !o.trace.empty());
   if (!o.output.empty()) write_file(o.output, j.dump(2) + "\n");
   std::cout << fmt::format("measured on {} (median of {} repeats after {} warm-up)\n", machine_name(s.gpus), o.repeat, o.warmup)
             << format_table(result) << "\nagainst the simulation on " << s.hardware.name << ":\n"
             << format_comparison(result, simulated);
+  if (stand_ins > 0)
+    std::cout << fmt::format("{} op(s) were stood in for (every SM held for the simulated time): their measured times are not "
+                             "measurements, and calibration leaves them out\n", stand_ins);
   if (!o.trace.empty()) {
     write_file(o.trace, chrome_trace(side_by_side(std::move(result), std::move(simulated))).dump() + "\n");
     std::cout << fmt::format("trace: {} (measured and simulated, per variant; https://ui.perfetto.dev)\n", o.trace);
@@ -78,7 +88,7 @@ int microbench(const MeasureOptions& o) {
     return 0;
   }
   if (gpus < 1) throw GpuError("no CUDA device found");
-  const GpuRunOptions run{o.warmup, o.repeat};
+  const GpuRunOptions run{.warmup = o.warmup, .repeats = o.repeat, .stand_in_us = {}};
   const std::string machine = machine_name(gpus);
   for (auto& m : ms) {
     if (m.kind == MeasurementKind::launch) {

@@ -9,6 +9,7 @@ struct MeasureOptions {
   std::string output;  // result JSON (measure) or measurement file (microbench)
   std::string trace;
   bool dry_run = false;
+  bool stand_in = false;  // measure: hold every SM for the simulated time of ops the backend cannot run
   int warmup = 3;
   int repeat = 10;
   int gpus = 0;  // microbench: 0 = every GPU

@@ -129,6 +129,7 @@ std::string format_launch_plan(const LaunchPlan& plan, const Dag& dag) {
       std::string extra = l.args;
       if (l.event_slot >= 0) extra = fmt::format("event {}", l.event_slot);
       if (l.group >= 0) extra = fmt::format("group {}{}{}", l.group, extra.empty() ? "" : ", ", extra);
+      if (l.kind == LaunchKind::attention || l.kind == LaunchKind::fused_gemm) extra += " (not run by the backend: --stand-in)";
       out += fmt::format("  stream {}  {:<20} {:<36} {}\n", l.stream, launch_kind_name(l.kind), dag.op(l.op).name, extra);
     }
   }

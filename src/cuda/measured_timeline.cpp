@@ -31,7 +31,8 @@ void check_samples(const Dag& dag, const std::vector<std::vector<OpSample>>& rep
 
 }  // namespace
 
-Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSample>>& repeats, const std::vector<int>& sm_count) {
+Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSample>>& repeats, const std::vector<int>& sm_count,
+                           const std::map<OpId, double>& stand_ins) {
   check_samples(dag, repeats);
   Timeline tl;
   tl.detailed = true;
@@ -43,6 +44,11 @@ Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSampl
     t.start = ms_to_tick(median(starts));
     t.end = std::max(t.start, ms_to_tick(median(ends)));  // medians taken apart can cross on a zero-length op
     t.issued = t.ready = t.start;  // the host's enqueue time is not measured
+  }
+  for (const auto& [id, us] : stand_ins) {
+    if (id >= dag.size()) throw std::invalid_argument(fmt::format("stand-in op {} is not in the DAG", id));
+    tl.ops[id].stand_in = true;
+    tl.ops[id].detail = fmt::format("stand-in: every SM held for the simulated {:.1f} us (not run on the GPU)", us);
   }
   const auto ranks = static_cast<std::size_t>(dag.ranks());
   tl.sm_count = sm_count;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -95,7 +96,12 @@ void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::uniq
       TPSIM_GPU_CHECK(cudaStreamWaitEvent(s, st.slots[static_cast<std::size_t>(l.event_slot)], 0));
       return;
     case LaunchKind::attention:
-    case LaunchKind::fused_gemm: break;
+    case LaunchKind::fused_gemm:
+      if (const auto it = st.stand_in_us.find(l.op); it != st.stand_in_us.end()) {
+        TPSIM_GPU_CHECK(gpu::hold_sms(std::llround(it->second * 1e3), st.sms, s));
+        return;
+      }
+      break;
   }
   throw GpuError(fmt::format("op \"{}\" is not run by the CUDA backend", op.name));
 }
@@ -175,7 +181,7 @@ double time_tiny_kernel_us(const GpuRunOptions& options) {
 }
 
 std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan& plan, const GpuRunOptions& options) {
-  auto ranks = gpu::set_up_ranks(dag, plan);
+  auto ranks = gpu::set_up_ranks(dag, plan, options.stand_in_us);
   const int n = dag.ranks();
   std::vector<std::vector<OpSample>> repeats(static_cast<std::size_t>(options.repeats), std::vector<OpSample>(dag.size()));
   std::barrier sync(n);

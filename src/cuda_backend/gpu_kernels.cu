@@ -41,7 +41,27 @@ __global__ void barrier_kernel(int* const* flags_of_rank, int rank, int ranks, i
   __syncthreads();
 }
 
+__global__ void hold_kernel(unsigned long long ns) {
+  extern __shared__ unsigned char occupied[];
+  (void)occupied;
+  unsigned long long t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 }  // namespace
+
+cudaError_t hold_sms(long long ns, int sms, cudaStream_t s) {
+  int device = 0, shared = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e == cudaSuccess) e = cudaFuncSetAttribute(hold_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
+  if (e != cudaSuccess) return e;
+  hold_kernel<<<sms, 128, static_cast<std::size_t>(shared), s>>>(static_cast<unsigned long long>(ns > 0 ? ns : 0));
+  return cudaGetLastError();
+}
 
 cudaError_t fill_operands(void* p, std::size_t bytes, unsigned seed, cudaStream_t s) {
   fill_kernel<<<1024, 256, 0, s>>>(static_cast<std::uint16_t*>(p), bytes / 2, seed);

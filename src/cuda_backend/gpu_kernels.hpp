@@ -14,5 +14,9 @@ cudaError_t stream_bytes(const void* src, void* dst, std::size_t read_bytes, std
 // Signals every peer's flag slot for this rank with `epoch` (peer-mapped writes),
 // then waits until every peer has signalled this rank's flags. One block of 32+ threads.
 cudaError_t flag_barrier(int* const* flags_of_rank, int rank, int ranks, int epoch, cudaStream_t s);
+// A stand-in for an op the backend cannot run: one block per SM, each asking for all the
+// shared memory a block may have (so nothing else shares its SM, as with a flash-attention
+// kernel), spinning on the GPU's global timer for `ns` from its own start.
+cudaError_t hold_sms(long long ns, int sms, cudaStream_t s);
 
 }  // namespace tpsim::gpu

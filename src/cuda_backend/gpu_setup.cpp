@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gpu_kernels.hpp"
+#include "tpsim/cuda/stand_in.hpp"
 
 namespace tpsim::gpu {
 
@@ -84,19 +85,19 @@ double launch_bytes(const Op& op, int ranks) {
   return 0;
 }
 
-void check_supported(const Dag& dag) {
+void check_supported(const Dag& dag, const std::map<OpId, double>& stand_in_us) {
   for (OpId id = 0; id < dag.size(); ++id) {
     const Op& op = dag.op(id);
-    if (std::holds_alternative<AttentionOp>(op.payload) || std::holds_alternative<FusedRingGemmOp>(op.payload))
-      throw GpuError(fmt::format("op \"{}\" ({}) is not run by the CUDA backend yet: measure a variant without it",
-                                 op.name, op_kind_name(op)));
+    if (!gpu_runs(op) && !stand_in_us.count(id))
+      throw GpuError(fmt::format("op \"{}\" ({}) is not run by the CUDA backend and has no stand-in", op.name, op_kind_name(op)));
   }
 }
 
 }  // namespace
 
-std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const LaunchPlan& plan) {
-  check_supported(dag);
+std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const LaunchPlan& plan,
+                                                     const std::map<OpId, double>& stand_in_us) {
+  check_supported(dag, stand_in_us);
   const int n = dag.ranks();
   const int have = cuda_device_count();
   if (have < n) throw GpuError(fmt::format("the DAG needs {} GPUs, this machine has {}", n, have));
@@ -108,6 +109,7 @@ std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const Launc
   for (int r = 0; r < n; ++r) {
     auto st = std::make_unique<RankState>();
     st->device = r;
+    st->stand_in_us = stand_in_us;
     TPSIM_GPU_CHECK(cudaSetDevice(r));
     for (int p = 0; p < n; ++p) {
       int can = 0;

@@ -41,6 +41,7 @@ struct RankState {
   int** flags_of_rank = nullptr;                // device array: every rank's flags
   int epoch = 0;
   ncclComm_t comm = nullptr;
+  std::map<OpId, double> stand_in_us;           // ops held on every SM for their simulated time
 };
 
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
@@ -50,7 +51,8 @@ constexpr std::size_t kOperandAlignment = 256;
 constexpr std::size_t aligned(std::size_t bytes) { return (bytes + kOperandAlignment - 1) / kOperandAlignment * kOperandAlignment; }
 
 // Sets up every rank (peer access, memory, plans, NCCL). Throws GpuError.
-std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const LaunchPlan& plan);
+std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const LaunchPlan& plan,
+                                                     const std::map<OpId, double>& stand_in_us);
 void tear_down_ranks(std::vector<std::unique_ptr<RankState>>& ranks);
 
 }  // namespace tpsim::gpu

@@ -121,6 +121,12 @@ std::optional<std::string> ObjectReader::optional_string(const std::string& key)
   return string(key);
 }
 
+std::optional<bool> ObjectReader::optional_bool(const std::string& key) const {
+  if (!has(key)) return std::nullopt;
+  if (!at(key).is_boolean()) fail_at(child_path(key), "must be true or false");
+  return at(key).get<bool>();
+}
+
 ObjectReader ObjectReader::object(const std::string& key, std::vector<std::string> allowed) const {
   return ObjectReader(at(key), child_path(key), std::move(allowed));
 }

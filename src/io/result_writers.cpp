@@ -86,6 +86,8 @@ Json result_json(const RunResult& r) {
     v["ops"] = run.dag.size();
     v["simulated_events"] = run.timeline.events;
     v["simulated_blocks"] = run.timeline.blocks;
+    const auto stand_ins = std::count_if(run.timeline.ops.begin(), run.timeline.ops.end(), [](const OpTiming& t) { return t.stand_in; });
+    if (stand_ins > 0) v["stand_in_ops"] = stand_ins;  // measured runs: ops held for their simulated time
     j["results"].push_back(v);
   }
   return j;
@@ -103,6 +105,7 @@ Json op_times_json(const VariantRun& run) {
                    {"kind", std::string(op_kind_name(op))},
                    {"start_us", round_to(to_us(t.start), 3)},
                    {"end_us", round_to(to_us(t.end), 3)}});
+    if (t.stand_in) ops.back()["stand_in"] = true;
   }
   return ops;
 }

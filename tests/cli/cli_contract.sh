@@ -65,12 +65,18 @@ if [ $rc = 2 ] && grep -q 'did you mean "h100_sxm"' "$work/err"; then echo "ok h
 
 # measure: the launch plan without a GPU.
 if "$tpsim" measure "$root/scenarios/quickstart.json" --dry-run -o "$work/plan.json" > "$work/plan.txt" && grep -q cudaMemcpyPeerAsync "$work/plan.txt" && grep -q '"ranks"' "$work/plan.json"; then echo "ok measure --dry-run"; else echo "FAIL measure --dry-run"; fails=$((fails+1)); fi
+# An op the backend cannot run is refused before any GPU work (exit 2), unless --stand-in is asked for.
+"$tpsim" measure "$root/scenarios/seed002_pallas_2gpu.json" -o "$work/measured.json" > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 2 ] && grep -q 'is not run by the CUDA backend; measure other variants, or add --stand-in' "$work/err" && [ "$(wc -l < "$work/err")" = 1 ]; then
+  echo "ok measure refuses ops it cannot run"; else echo "FAIL measure of a fused kernel: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
 # Without enough GPUs (or without the CUDA backend in this build) measure and microbench say so: exit 3, one line.
 if [ "$("$tpsim" microbench --dry-run | wc -l)" -gt 20 ]; then echo "ok microbench --dry-run"; else echo "FAIL microbench --dry-run"; fails=$((fails+1)); fi
 if ! nvidia-smi -L > /dev/null 2>&1; then
   "$tpsim" measure "$root/scenarios/quickstart.json" -o "$work/measured.json" > /dev/null 2> "$work/err"; rc=$?
   if [ $rc = 3 ] && grep -qE "GPUs, this machine has|without the CUDA backend" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ] && [ ! -e "$work/measured.json" ]; then
     echo "ok measure without GPUs says so"; else echo "FAIL measure without GPUs: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
+  "$tpsim" measure "$root/scenarios/seed002_pallas_2gpu.json" --stand-in -o "$work/measured.json" > /dev/null 2> "$work/err"; rc=$?
+  if [ $rc = 3 ] && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok measure --stand-in without GPUs says so"; else echo "FAIL measure --stand-in without GPUs: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
   "$tpsim" microbench -o "$work/micro.json" > /dev/null 2> "$work/err"; rc=$?
   if [ $rc = 3 ] && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok microbench without GPUs says so"; else echo "FAIL microbench without GPUs: exit $rc"; fails=$((fails+1)); fi
 fi

@@ -15,7 +15,7 @@ namespace {
 
 double measure_us(const Measurement& m) {
   const MeasurementDag md = measurement_dag(m);
-  return median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), GpuRunOptions{2, 5}), md.target, md.from_host_start);
+  return median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), GpuRunOptions{.warmup = 2, .repeats = 5, .stand_in_us = {}}), md.target, md.from_host_start);
 }
 
 Measurement gemm(std::int64_t n) {
@@ -53,7 +53,7 @@ TEST_CASE("A measured async-TP run finishes every op in stream order", "[gpu]") 
   const Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": {}, "dtype": "bf16",
       "workload": {{"op": "allgather_matmul", "m": {}, "k": 4096, "n": 4096}}}})", gpus, 2048 * gpus)), "");
   const Dag dag = build_dag(s, gpus > 1 ? "async_tp" : "baseline");
-  const auto samples = run_on_gpus(dag, plan_launches(dag), GpuRunOptions{1, 3});
+  const auto samples = run_on_gpus(dag, plan_launches(dag), GpuRunOptions{.warmup = 1, .repeats = 3, .stand_in_us = {}});
   const Timeline tl = measured_timeline(dag, samples, cuda_sm_counts(gpus));
   for (int r = 0; r < dag.ranks(); ++r) {
     std::map<int, Tick> stream_end;
@@ -67,8 +67,22 @@ TEST_CASE("A measured async-TP run finishes every op in stream order", "[gpu]") 
 }
 
 TEST_CASE("A tiny kernel takes microseconds from the host's call to its end", "[gpu]") {
-  const double us = time_tiny_kernel_us(GpuRunOptions{5, 20});
+  const double us = time_tiny_kernel_us(GpuRunOptions{.warmup = 5, .repeats = 20, .stand_in_us = {}});
   INFO(us << " us");
   CHECK(us > 1);    // a launch and a sync cannot be faster
   CHECK(us < 200);  // nor as slow as a page of work
+}
+
+TEST_CASE("A stand-in holds the GPU for the time it is given, and a GEMM after it waits", "[gpu]") {
+  Dag dag(1);
+  const OpId attention = dag.add(0, 0, "attention", AttentionOp{4096, 4096, 32, 8, 128, true, false, Dtype::bf16});
+  const OpId gemm = dag.add(0, 1, "gemm", GemmOp{{4096, 4096, 4096, Dtype::bf16}});  // another stream: no SM is free for it
+  GpuRunOptions options{.warmup = 1, .repeats = 3, .stand_in_us = {{attention, 300.0}}};
+  const auto samples = run_on_gpus(dag, plan_launches(dag), options);
+  const double held = median_span_us(samples, attention, false);
+  INFO(held << " us held");
+  CHECK(held >= 300);
+  CHECK(held < 330);
+  // The GEMM, launched beside it, cannot finish before the SMs are free again.
+  CHECK(median_span_us(samples, gemm, true) > 300);
 }

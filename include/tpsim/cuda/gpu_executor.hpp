@@ -6,6 +6,7 @@
 // and events as CUDA streams and events, barriers through peer-mapped flags, and
 // memory-bound kernels of its own. Every op is bracketed by CUDA events timed
 // against a start event each rank records right after a cross-GPU barrier.
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ class GpuError : public std::runtime_error {
 struct GpuRunOptions {
   int warmup = 3;
   int repeats = 10;
+  // Ops the backend cannot run (see stand_in.hpp), each held on every SM for this many us.
+  std::map<OpId, double> stand_in_us;
 };
 
 bool cuda_backend_built();

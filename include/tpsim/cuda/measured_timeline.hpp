@@ -3,6 +3,7 @@
 // every repeat become one Timeline (the median start and end of each op), so a
 // measured run is analysed, written as result JSON and drawn as a Chrome trace
 // by the same code as a simulated one.
+#include <map>
 #include <vector>
 
 #include "tpsim/dag/dag.hpp"
@@ -16,7 +17,9 @@ struct OpSample {
 
 // repeats[r][op]: one sample per op of the DAG. Throws std::invalid_argument when
 // a repeat has the wrong size, a time is negative or an op ends before it starts.
-Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSample>>& repeats, const std::vector<int>& sm_count);
+// Ops in `stand_ins` (op -> simulated us) were stood in for and are marked so.
+Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSample>>& repeats, const std::vector<int>& sm_count,
+                           const std::map<OpId, double>& stand_ins = {});
 
 // The median span (end - start) of one op over the repeats, in microseconds.
 double median_span_us(const std::vector<std::vector<OpSample>>& repeats, OpId op, bool from_zero);

@@ -40,6 +40,7 @@ class ObjectReader {
   double positive_number(const std::string& key) const;  // finite and > 0
   std::string string(const std::string& key) const;
   std::optional<std::string> optional_string(const std::string& key) const;
+  std::optional<bool> optional_bool(const std::string& key) const;
   ObjectReader object(const std::string& key, std::vector<std::string> allowed) const;
   const Json& array(const std::string& key) const;
 

@@ -16,6 +16,7 @@ struct OpTiming {
   Tick start = -1;    // first block on an SM / copy engine taken / event fired
   Tick end = -1;
   int engine = -1;    // copy engine index for copies
+  bool stand_in = false;  // measured runs: an op the GPU did not run, held for its simulated time
   std::string detail; // detailed only: tile and split for GEMMs, protocol and channels for NCCL
   bool finished() const { return end >= 0; }
 };
