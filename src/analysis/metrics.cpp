@@ -46,10 +46,15 @@ CriticalPath critical_path(const Dag& dag, const Timeline& tl) {
     if (int grp = rendezvous_group(dag.op(cur)); grp >= 0)
       for (OpId m : members[static_cast<std::size_t>(grp)])
         for (auto [e, end] = boost::in_edges(m, g); e != end; ++e) consider(boost::source(*e, g));
-    const Tick from = best >= 0 ? best_end : tl.ops[cur].issued;
-    const Tick begin = std::max(from, tl.ops[cur].start >= 0 ? std::min(tl.ops[cur].start, tl.ops[cur].end) : from);
-    cp.by_kind[std::string(op_kind_name(dag.op(cur)))] += tl.ops[cur].end - begin;
-    if (begin > from) cp.by_kind["launch"] += begin - from;
+    const OpTiming& t = tl.ops[cur];
+    const Tick from = best >= 0 ? best_end : t.issued;
+    const Tick begin = std::max(from, t.start >= 0 ? std::min(t.start, t.end) : from);
+    cp.by_kind[std::string(op_kind_name(dag.op(cur)))] += t.end - begin;
+    // Between its dependency and its start: host issue and launch latency until it reached
+    // the GPU, then queueing for SMs or a copy engine that other work held.
+    const Tick launched = t.launched >= 0 ? std::clamp(t.launched, from, begin) : begin;
+    if (launched > from) cp.by_kind["launch"] += launched - from;
+    if (begin > launched) cp.by_kind["queued"] += begin - launched;
     if (best < 0) {
       cp.by_kind["launch"] += tl.ops[cur].issued;  // host time before the first op
       break;

@@ -43,7 +43,7 @@ Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSampl
     OpTiming& t = tl.ops[i];
     t.start = ms_to_tick(median(starts));
     t.end = std::max(t.start, ms_to_tick(median(ends)));  // medians taken apart can cross on a zero-length op
-    t.issued = t.ready = t.start;  // the host's enqueue time is not measured
+    t.issued = t.ready = t.launched = t.start;  // the host's enqueue time is not measured
   }
   for (const auto& [id, us] : stand_ins) {
     if (id >= dag.size()) throw std::invalid_argument(fmt::format("stand-in op {} is not in the DAG", id));

@@ -129,6 +129,7 @@ void Machine::finish(OpId id) {
 }
 
 void Machine::start_copy(OpId id, const CopyOp& c) {
+  tl_.ops[id].launched = sim_.now();
   CopyRequest req;
   req.src = c.src_rank;
   req.dst = c.dst_rank;

@@ -12,6 +12,7 @@ namespace tpsim::runtime_detail {
 
 void Machine::launch_kernel(OpId id) {
   const Op& op = dag_.op(id);
+  tl_.ops[id].launched = sim_.now();
   KernelRequest req;
   req.on_first_block = [this, id] { tl_.ops[id].start = sim_.now(); };
   req.on_complete = [this, id] { finish(id); };

@@ -13,6 +13,7 @@ namespace tpsim {
 struct OpTiming {
   Tick issued = -1;   // host finished enqueuing it
   Tick ready = -1;    // dependencies done (its turn on the stream)
+  Tick launched = -1; // reached the GPU (kernels: after the device launch latency); start - launched is queueing
   Tick start = -1;    // first block on an SM / copy engine taken / event fired
   Tick end = -1;
   int engine = -1;    // copy engine index for copies
