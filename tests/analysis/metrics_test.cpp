@@ -29,3 +29,23 @@ TEST_CASE("The baseline's communication is fully exposed and on the critical pat
   CHECK(*m.sm_utilization > 0.3);
   CHECK(*m.sm_utilization < 1.0);
 }
+
+TEST_CASE("A kernel that waits for SMs another stream holds is charged as queued, not as launch", "[analysis]") {
+  // Two GEMMs of several full waves each on two streams of one GPU: the second is launched
+  // at once but only starts as the first one's blocks drain.
+  Dag dag(1);
+  const OpId first = dag.add(0, 0, "first", GemmOp{{8192, 8192, 8192, Dtype::bf16}});
+  const OpId second = dag.add(0, 1, "second", GemmOp{{8192, 8192, 8192, Dtype::bf16}});
+  const Timeline tl = execute(dag, h100());
+  const VariantMetrics m = analyze(dag, tl);
+  REQUIRE(m.critical_path.ops.back() == second);
+  const Tick queued = m.critical_path.by_kind.count("queued") ? m.critical_path.by_kind.at("queued") : 0;
+  // Its wait is most of the first GEMM (they share the last wave), and no launch latency is that long.
+  CHECK(to_us(queued) > 0.8 * op_us(tl, first));
+  CHECK(to_us(m.critical_path.by_kind.at("launch")) < 10);
+  CHECK(tl.ops[second].launched < tl.ops[second].start);
+  // One GEMM alone queues for nothing.
+  Dag alone(1);
+  alone.add(0, 0, "only", GemmOp{{8192, 8192, 8192, Dtype::bf16}});
+  CHECK(analyze(alone, execute(alone, h100())).critical_path.by_kind.count("queued") == 0);
+}
