@@ -6,6 +6,7 @@
 
 #include "support/simulate.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
 #include "tpsim/strategies/registry.hpp"
 
@@ -85,4 +86,19 @@ TEST_CASE("A stand-in holds the GPU for the time it is given, and a GEMM after i
   CHECK(held < 330);
   // The GEMM, launched beside it, cannot finish before the SMs are free again.
   CHECK(median_span_us(samples, gemm, true) > 300);
+}
+
+TEST_CASE("On an H100 SXM every microbench row is within 1.5x of the shipped model", "[gpu][h100]") {
+  const std::string name = cuda_device_name(0);
+  if (name.find("H100") == std::string::npos || name.find("HBM3") == std::string::npos) {
+    WARN("not an H100 SXM (" << name << "): the shipped h100_sxm model is not checked against it");
+    return;
+  }
+  for (const Measurement& m : microbench_measurements(std::min(cuda_device_count(), 8), Dtype::bf16)) {
+    const double measured = measure_us(m);
+    const double predicted = predict_us(m, test::h100());
+    INFO(fmt::format("{}: measured {:.1f} us, h100_sxm predicts {:.1f} us", m.name, measured, predicted));
+    CHECK(predicted / measured > 1 / 1.5);
+    CHECK(predicted / measured < 1.5);
+  }
 }
