@@ -10,6 +10,7 @@
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
 #include "tpsim/cuda/launch_plan.hpp"
+#include "tpsim/cuda/measure_on_gpus.hpp"
 #include "tpsim/cuda/stand_in.hpp"
 #include "tpsim/io/chrome_trace.hpp"
 #include "tpsim/io/result_writers.hpp"
@@ -91,12 +92,7 @@ int microbench(const MeasureOptions& o) {
   const GpuRunOptions run{.warmup = o.warmup, .repeats = o.repeat, .stand_in_us = {}};
   const std::string machine = machine_name(gpus);
   for (auto& m : ms) {
-    if (m.kind == MeasurementKind::launch) {
-      m.time_us = time_tiny_kernel_us(run);  // host-timed: CUDA events cannot see the host's launch overhead
-    } else {
-      const MeasurementDag md = measurement_dag(m);
-      m.time_us = median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), run), md.target, md.from_host_start);
-    }
+    m.time_us = measure_on_gpus(m, run);
     m.source = fmt::format("tpsim microbench on {}, median of {} repeats", machine, o.repeat);
     std::cout << fmt::format("{:<52} {:>12.2f} us\n", m.name, m.time_us);
   }

@@ -8,6 +8,7 @@
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
+#include "tpsim/cuda/measure_on_gpus.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 using namespace tpsim;
@@ -15,8 +16,7 @@ using namespace tpsim;
 namespace {
 
 double measure_us(const Measurement& m) {
-  const MeasurementDag md = measurement_dag(m);
-  return median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), GpuRunOptions{.warmup = 2, .repeats = 5, .stand_in_us = {}}), md.target, md.from_host_start);
+  return measure_on_gpus(m, GpuRunOptions{.warmup = 2, .repeats = 5, .stand_in_us = {}});
 }
 
 Measurement gemm(std::int64_t n) {
