@@ -210,7 +210,8 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
   }
   // A GEMM that ran beside communication lost SMs or memory bandwidth to it: not a GEMM alone.
   std::map<std::string, int> overlapped;  // measurement name -> kernels left out
-  for (const auto& [id, span] : gemm_spans) {
+  for (const auto& [id, gemm_span] : gemm_spans) {
+    const Span& span = gemm_span;  // a plain reference: lambdas may not capture structured bindings before C++20's fix in clang 16
     const auto& [op, index] = gemm_ops.at(id);
     Measurement m;
     m.kind = MeasurementKind::gemm;

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/io/gzip.hpp"
+
 namespace tpsim {
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
@@ -54,7 +56,8 @@ Json read_json_file(const std::string& file) {
   if (!in) throw InputError(fmt::format("{}: cannot open file", file));
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_json_text(text.str(), file);
+  const std::string bytes = text.str();
+  return parse_json_text(is_gzip(bytes) ? gunzip(bytes, file) : bytes, file);
 }
 
 static std::string type_name(const Json& v) { return v.type_name(); }
