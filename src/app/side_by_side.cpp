@@ -1,5 +1,7 @@
 #include "tpsim/app/side_by_side.hpp"
 
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -15,6 +17,19 @@ void check_pairs(const RunResult& measured, const RunResult& simulated) {
     if (measured.runs[i].variant != simulated.runs[i].variant)
       throw std::invalid_argument(fmt::format("variant {} is \"{}\" measured, \"{}\" simulated", i, measured.runs[i].variant,
                                               simulated.runs[i].variant));
+}
+
+// Device time per op kind, summed over the run's ops and divided by its ranks; stand-ins
+// (simulated time on the GPU) are left out so the two sides compare like with like.
+std::map<std::string, double> busy_us_by_kind(const VariantRun& run, const std::set<OpId>& left_out) {
+  std::map<std::string, double> out;
+  for (OpId id = 0; id < run.dag.size(); ++id) {
+    const Op& op = run.dag.op(id);
+    if (op_class(op) == OpClass::event || left_out.count(id)) continue;
+    const OpTiming& t = run.timeline.ops[id];
+    out[std::string(op_kind_name(op))] += to_us(t.end - t.start) / run.dag.ranks();
+  }
+  return out;
 }
 
 }  // namespace
@@ -44,6 +59,19 @@ std::string format_comparison(const RunResult& measured, const RunResult& simula
     const auto msp = measured.speedup(m), ssp = simulated.speedup(s);
     out += fmt::format("{:<22} {:>14.1f} {:>14.1f} {:>+7.1f}%   {:>9} {:>9}\n", m.variant, mus, sus, mus > 0 ? 100 * (sus / mus - 1) : 0.0,
                        msp ? fmt::format("{:.3f}x", *msp) : "-", ssp ? fmt::format("{:.3f}x", *ssp) : "-");
+  }
+  // Which kind of op the model misses: device time per rank, kind by kind.
+  out += fmt::format("\n{:<22} {:<12} {:>14} {:>14} {:>8}\n", "variant", "op kind", "measured_us", "simulated_us", "error");
+  for (std::size_t i = 0; i < measured.runs.size(); ++i) {
+    std::set<OpId> stand_ins;
+    for (OpId id = 0; id < measured.runs[i].dag.size(); ++id)
+      if (measured.runs[i].timeline.ops[id].stand_in) stand_ins.insert(id);
+    const auto m = busy_us_by_kind(measured.runs[i], stand_ins), s = busy_us_by_kind(simulated.runs[i], stand_ins);
+    for (const auto& [kind, mus] : m) {
+      const double sus = s.count(kind) ? s.at(kind) : 0.0;
+      out += fmt::format("{:<22} {:<12} {:>14.1f} {:>14.1f} {:>8}\n", measured.runs[i].variant, kind, mus, sus,
+                         mus > 0 ? fmt::format("{:+.1f}%", 100 * (sus / mus - 1)) : "-");
+    }
   }
   return out;
 }

@@ -108,6 +108,12 @@ TEST_CASE("Measured and simulated runs pair up in one trace and one comparison t
   }
   const std::string table = format_comparison(measured, sim);
   CHECK_THAT(table, Catch::Matchers::Contains("-9.1%"));  // simulated = measured / 1.1
+  // Kind by kind too: every kind's device time is 10% longer measured.
+  for (const char* row : {"async_tp               gemm", "async_tp               copy", "baseline               collective"}) {
+    const auto at = table.find(row);
+    REQUIRE(at != std::string::npos);
+    CHECK(table.substr(at, table.find('\n', at) - at).ends_with("-9.1%"));
+  }
   CHECK_THROWS_AS(format_comparison(RunResult{sim.scenario, {}}, sim), std::invalid_argument);
   const RunResult both = side_by_side(std::move(measured), test::simulate(R"({"name": "m", "hardware": "h100_sxm", "gpus": 2,
       "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 2048, "k": 1024, "n": 1024}, "variants": ["baseline", "async_tp"]})"));

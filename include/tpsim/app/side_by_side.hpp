@@ -11,6 +11,7 @@ namespace tpsim {
 
 // Both results must hold the same variants in the same order (std::invalid_argument otherwise).
 RunResult side_by_side(RunResult measured, RunResult simulated);  // runs hold their DAGs: moved, not copied
+// Makespan and speedup per variant, then device time per op kind (stand-ins left out).
 std::string format_comparison(const RunResult& measured, const RunResult& simulated);
 
 }  // namespace tpsim
