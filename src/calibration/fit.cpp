@@ -268,7 +268,7 @@ std::string format_fit_report(const FitReport& r, const std::vector<Measurement>
     else if (c.why_not != "not selected") out += fmt::format("  {:<46} kept ({})\n", c.parameter.pointer, c.why_not);
   }
   if (at_bound > 0)
-    out += fmt::format("note: {} parameter(s) ended at an end of its plausible range: the "
+    out += fmt::format("note: {} parameter(s) ended at an end of their plausible range: the "
                        "measurements ask for values no such GPU has. Check that --hardware describes the GPU measured and that "
                        "the measurements are what they say; a mechanism the model lacks shows up the same way.\n", at_bound);
   return out;

@@ -40,7 +40,7 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-// Categories as written since PyTorch 1.11 ("cpu_op", "kernel") and before ("Operator", "Kernel").
+// Categories as current traces write them ("cpu_op", "kernel") and as early ones did ("Operator", "Kernel").
 bool is_cpu_op(const Json& e) {
   const std::string cat = lowercase(text(e, "cat"));
   return cat == "cpu_op" || cat == "operator";
@@ -194,8 +194,8 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
       if (!fresh) it->second.start = std::min(it->second.start, k.start), it->second.end = std::max(it->second.end, k.end);
       continue;
     }
-    // Collective sizes are on the kernel itself (Kineto copies them from record_param_comms
-    // since PyTorch 2.1), or on that op only, which the kernel names by External id.
+    // Collective sizes are on the kernel itself (recent Kineto copies them from the
+    // record_param_comms op), or only on that op, which the kernel names by External id.
     std::string args_path = path + ".args";
     const Json* comm = args.contains("Collective name") ? &args : nullptr;
     if (!comm && linked && comm_ops.count(ext.get<std::int64_t>())) {
