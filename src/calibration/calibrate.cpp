@@ -4,25 +4,39 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 
 namespace tpsim {
 
+namespace {
+
+std::vector<Measurement> load_all(const std::vector<std::string>& files) {
+  std::vector<Measurement> out;
+  for (const std::string& f : files) {
+    auto ms = load_measurements_file(f);
+    out.insert(out.end(), ms.begin(), ms.end());
+  }
+  return out;
+}
+
+}  // namespace
+
 Calibration calibrate(const CalibrationRequest& req) {
   if (req.measurement_files.empty()) throw InputError("--measurements: give at least one file");
   Calibration c;
-  for (const std::string& f : req.measurement_files) {
-    auto ms = load_measurements_file(f);
-    c.measurements.insert(c.measurements.end(), ms.begin(), ms.end());
-  }
+  c.measurements = load_all(req.measurement_files);
+  c.validation = load_all(req.validation_files);
   const std::string file = hardware_file_path(req.hardware, "--hardware", "");
   c.hardware = resolve_hardware_json(file);
   const std::string description = c.hardware.value("description", "");
-  parse_hardware(c.hardware, file);  // a bad starting file is reported as such, not as a fit failure
+  const HardwareSpec start = parse_hardware(c.hardware, file);  // a bad starting file is reported as such, not as a fit failure
+  c.validation_before_us = predict_all_us(c.validation, start);
   c.hardware.erase("base");
   const auto parameters =
       load_calibration_parameters(req.parameters_file.empty() ? default_calibration_parameters_file() : req.parameters_file);
   c.report = fit_hardware(c.hardware, c.measurements, parameters, req.fit);
+  c.validation_after_us = predict_all_us(c.validation, parse_hardware(c.hardware, file));
 
   std::vector<std::string> names;
   for (const auto& f : req.measurement_files) names.push_back(std::filesystem::path(f).filename().string());

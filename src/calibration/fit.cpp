@@ -235,23 +235,39 @@ double mean_abs_error(const std::vector<double>& predicted_us, const std::vector
   return n ? sum / n : 0;
 }
 
-std::string format_fit_report(const FitReport& r, const std::vector<Measurement>& ms) {
+std::string format_error_table(const std::vector<double>& before, const std::vector<double>& after, const std::vector<Measurement>& ms) {
   std::map<std::string, std::pair<double, double>> worst;  // class -> max |err| before, after
   std::map<std::string, int> count;
   for (std::size_t i = 0; i < ms.size(); ++i) {
     const std::string c(measurement_class(ms[i].kind));
     auto& w = worst[c];
-    w.first = std::max(w.first, std::fabs(r.predicted_before_us[i] / ms[i].time_us - 1));
-    w.second = std::max(w.second, std::fabs(r.predicted_after_us[i] / ms[i].time_us - 1));
+    w.first = std::max(w.first, std::fabs(before[i] / ms[i].time_us - 1));
+    w.second = std::max(w.second, std::fabs(after[i] / ms[i].time_us - 1));
     ++count[c];
   }
   std::string out = fmt::format("{:<14} {:>4}  {:>16}  {:>16}\n", "op class", "n", "mean|err| before", "mean|err| after");
   for (const auto& [c, n] : count)
     out += fmt::format("{:<14} {:>4}  {:>7.1f}% (max {:>4.0f}%)  {:>7.1f}% (max {:>4.0f}%)\n", c, n,
-                       100 * mean_abs_error(r.predicted_before_us, ms, c), 100 * worst[c].first,
-                       100 * mean_abs_error(r.predicted_after_us, ms, c), 100 * worst[c].second);
-  out += fmt::format("{:<14} {:>4}  {:>7.1f}%             {:>7.1f}%\n", "all", ms.size(), 100 * mean_abs_error(r.predicted_before_us, ms),
-                     100 * mean_abs_error(r.predicted_after_us, ms));
+                       100 * mean_abs_error(before, ms, c), 100 * worst[c].first, 100 * mean_abs_error(after, ms, c),
+                       100 * worst[c].second);
+  out += fmt::format("{:<14} {:>4}  {:>7.1f}%             {:>7.1f}%\n", "all", ms.size(), 100 * mean_abs_error(before, ms),
+                     100 * mean_abs_error(after, ms));
+  return out;
+}
+
+Json prediction_rows_json(const std::vector<double>& before, const std::vector<double>& after, const std::vector<Measurement>& ms) {
+  Json rows = Json::array();
+  for (std::size_t i = 0; i < ms.size(); ++i)
+    rows.push_back({{"name", ms[i].name},
+                    {"class", std::string(measurement_class(ms[i].kind))},
+                    {"measured_us", ms[i].time_us},
+                    {"predicted_before_us", before[i]},
+                    {"predicted_after_us", after[i]}});
+  return rows;
+}
+
+std::string format_fit_report(const FitReport& r, const std::vector<Measurement>& ms) {
+  std::string out = format_error_table(r.predicted_before_us, r.predicted_after_us, ms);
   out += fmt::format("objective (mean squared log error) {:.5f} -> {:.5f} in {} simulations of the measurement set\n",
                      r.objective_before, r.objective_after, r.evaluations);
   const auto fitted = std::count_if(r.parameters.begin(), r.parameters.end(), [](const ParameterChange& c) { return c.fitted; });
@@ -275,13 +291,7 @@ std::string format_fit_report(const FitReport& r, const std::vector<Measurement>
 }
 
 Json fit_report_json(const FitReport& r, const std::vector<Measurement>& ms) {
-  Json rows = Json::array();
-  for (std::size_t i = 0; i < ms.size(); ++i)
-    rows.push_back({{"name", ms[i].name},
-                    {"class", std::string(measurement_class(ms[i].kind))},
-                    {"measured_us", ms[i].time_us},
-                    {"predicted_before_us", r.predicted_before_us[i]},
-                    {"predicted_after_us", r.predicted_after_us[i]}});
+  const Json rows = prediction_rows_json(r.predicted_before_us, r.predicted_after_us, ms);
   Json params = Json::array();
   for (const ParameterChange& c : r.parameters) {
     Json p{{"pointer", c.parameter.pointer}, {"unit", c.parameter.unit}, {"fitted", c.fitted}};

@@ -47,9 +47,17 @@ int calibrate_command(tpsim::CalibrationRequest req, const std::string& output, 
   std::cout << fmt::format("{} measurements from {} file(s); starting from {}\n", c.measurements.size(), req.measurement_files.size(),
                            req.hardware)
             << tpsim::format_fit_report(c.report, c.measurements);
+  if (!c.validation.empty())
+    std::cout << fmt::format("held out of the fit: {} measurements from {} file(s)\n", c.validation.size(), req.validation_files.size())
+              << tpsim::format_error_table(c.validation_before_us, c.validation_after_us, c.validation);
   write_file(output, c.hardware.dump(2) + "\n");
   std::cout << fmt::format("{}: hardware model \"{}\" (use it as \"hardware\": \"{}\")\n", output, req.name, output);
-  if (!report_file.empty()) write_file(report_file, tpsim::fit_report_json(c.report, c.measurements).dump(2) + "\n");
+  if (!report_file.empty()) {
+    tpsim::Json report = tpsim::fit_report_json(c.report, c.measurements);
+    if (!c.validation.empty())
+      report["validation"] = tpsim::prediction_rows_json(c.validation_before_us, c.validation_after_us, c.validation);
+    write_file(report_file, report.dump(2) + "\n");
+  }
   return 0;
 }
 
@@ -120,6 +128,8 @@ int main(int argc, char** argv) {
   auto* calibrate = app.add_subcommand("calibrate", "fit a hardware model's physical parameters to measurements");
   calibrate->add_option("--measurements", calib.measurement_files,
                         "measurement files, PyTorch profiler traces or tpsim measure results")->required();
+  calibrate->add_option("--validate", calib.validation_files,
+                        "measurements held out of the fit: their error before and after shows whether it generalises");
   calibrate->add_option("--hardware", calib.hardware, "starting model (name in models/ or path)")->required();
   calibrate->add_option("-o,--output", calib_out, "calibrated hardware JSON to write")->required();
   calibrate->add_option("--name", calib.name, "the new model's name (default: the output file's stem)");

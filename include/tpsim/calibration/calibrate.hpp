@@ -9,6 +9,7 @@ namespace tpsim {
 
 struct CalibrationRequest {
   std::vector<std::string> measurement_files;
+  std::vector<std::string> validation_files;  // held out of the fit: predicted before and after, to see it generalise
   std::string hardware;         // shipped model name or path to a hardware JSON
   std::string name;             // the new model's name
   std::string parameters_file;  // default: models/calibration/parameters.json
@@ -18,6 +19,8 @@ struct CalibrationRequest {
 struct Calibration {
   std::vector<Measurement> measurements;
   FitReport report;
+  std::vector<Measurement> validation;                          // from validation_files
+  std::vector<double> validation_before_us, validation_after_us;  // predicted by the starting and the calibrated model
   Json hardware;  // the calibrated file: base merged in, fitted values and their sources replaced
 };
 

@@ -49,8 +49,14 @@ struct FitReport {
 FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measurements,
                        const std::vector<CalibrationParameter>& parameters, const FitOptions& options);
 
-// Per op class: count, mean and max |error| before and after; then every parameter moved.
+// Per op class: count, mean and max |error| of two sets of predictions, then all classes together.
+std::string format_error_table(const std::vector<double>& before_us, const std::vector<double>& after_us,
+                               const std::vector<Measurement>& measurements);
+// The error table, the objective, then every parameter moved.
 std::string format_fit_report(const FitReport& report, const std::vector<Measurement>& measurements);
+// One row per measurement: name, class, measured, predicted before and after.
+Json prediction_rows_json(const std::vector<double>& before_us, const std::vector<double>& after_us,
+                          const std::vector<Measurement>& measurements);
 Json fit_report_json(const FitReport& report, const std::vector<Measurement>& measurements);
 
 // Mean |predicted / measured - 1| over the measurements of one class ("" = all).
