@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlopt.hpp>
 
+#include "tpsim/calibration/identifiability.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 
@@ -91,6 +92,59 @@ std::string json_pointer_at(const std::string& text, const std::string& path) {
     fail_at(path, fmt::format("is not a JSON pointer: {}", e.what()));
   }
   return text;
+}
+
+// Pairs of fitted parameters whose estimates are correlated beyond 0.9 at `x`: the
+// residuals are the objective's (weighted log errors), the prior its own.
+std::vector<Tradeoff> tradeoffs_at(Problem& problem, const std::vector<double>& x) {
+  const std::vector<Measurement>& ms = *problem.measurements;
+  double weights = 0;
+  for (const auto& m : ms) weights += m.weight;
+  const Residuals residuals = [&](const std::vector<double>& at) {
+    problem.apply(at);
+    const std::vector<double> predicted = problem.predict();
+    std::vector<double> r(ms.size());
+    for (std::size_t i = 0; i < ms.size(); ++i)
+      r[i] = std::sqrt(ms[i].weight / weights) * std::log(std::max(predicted[i], 1e-9) / ms[i].time_us);
+    return r;
+  };
+  std::vector<Tradeoff> out;
+  for (const ConfoundedPair& p : confounded_pairs(residuals, x, kPrior))
+    out.push_back({problem.free[p.a]->pointer, problem.free[p.b]->pointer, p.correlation});
+  problem.apply(x);
+  return out;
+}
+
+// Tradeoffs joined into groups of parameters (a trades with b, b with c: one group),
+// each with its strongest |correlation|, in the order their first pair was found.
+std::vector<std::pair<std::vector<std::string>, double>> tradeoff_groups(const std::vector<Tradeoff>& tradeoffs) {
+  std::vector<std::pair<std::vector<std::string>, double>> groups;
+  const auto group_of = [&](const std::string& p) {
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      if (std::find(groups[g].first.begin(), groups[g].first.end(), p) != groups[g].first.end()) return static_cast<long>(g);
+    return -1L;
+  };
+  for (const Tradeoff& t : tradeoffs) {
+    long ga = group_of(t.a), gb = group_of(t.b);
+    if (ga < 0 && gb < 0) {
+      groups.push_back({{t.a, t.b}, std::fabs(t.correlation)});
+      continue;
+    }
+    if (ga < 0) std::swap(ga, gb);  // now ga is a group
+    auto& g = groups[static_cast<std::size_t>(ga)];
+    g.second = std::max(g.second, std::fabs(t.correlation));
+    if (gb < 0) {
+      g.first.push_back(group_of(t.a) < 0 ? t.a : t.b);
+    } else if (gb != ga) {  // two groups meet: merge the later into the earlier
+      const long keep = std::min(ga, gb), drop = std::max(ga, gb);
+      auto& k = groups[static_cast<std::size_t>(keep)];
+      auto& d = groups[static_cast<std::size_t>(drop)];
+      k.first.insert(k.first.end(), d.first.begin(), d.first.end());
+      k.second = std::max({k.second, d.second, std::fabs(t.correlation)});
+      groups.erase(groups.begin() + drop);
+    }
+  }
+  return groups;
 }
 
 bool selected(const CalibrationParameter& p, const FitOptions& o) {
@@ -201,6 +255,7 @@ FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measureme
     if (!problem.refused.empty())
       throw InputError(fmt::format("calibration parameter ranges allow a value the hardware file refuses: {}", problem.refused));
     if (problem.best_x.empty()) problem.best_x = x0;
+    report.tradeoffs = tradeoffs_at(problem, problem.best_x);
     std::size_t i = 0;
     for (ParameterChange& c : report.parameters) {
       if (!c.fitted) continue;
@@ -283,6 +338,10 @@ std::string format_fit_report(const FitReport& r, const std::vector<Measurement>
                          bound.empty() ? "" : fmt::format("  (at the {} end of its range)", bound));
     else if (c.why_not != "not selected") out += fmt::format("  {:<46} kept ({})\n", c.parameter.pointer, c.why_not);
   }
+  for (const auto& [members, strongest] : tradeoff_groups(r.tradeoffs))
+    out += fmt::format("note: {} trade off against each other (|correlation| up to {:.2f}): the measurements see mostly their "
+                       "combination, so each value alone is uncertain; measure shapes that move one without the others\n",
+                       fmt::join(members, ", "), strongest);
   if (at_bound > 0)
     out += fmt::format("note: {} parameter(s) ended at an end of their plausible range: the "
                        "measurements ask for values no such GPU has. Check that --hardware describes the GPU measured and that "
@@ -300,7 +359,9 @@ Json fit_report_json(const FitReport& r, const std::vector<Measurement>& ms) {
     else p["why_not"] = c.why_not;
     params.push_back(p);
   }
-  return Json{{"objective_before", r.objective_before}, {"objective_after", r.objective_after},
+  Json tradeoffs = Json::array();
+  for (const Tradeoff& t : r.tradeoffs) tradeoffs.push_back({{"a", t.a}, {"b", t.b}, {"correlation", t.correlation}});
+  return Json{{"objective_before", r.objective_before}, {"objective_after", r.objective_after}, {"tradeoffs", tradeoffs},
               {"evaluations", r.evaluations}, {"parameters", params}, {"measurements", rows}};
 }
 

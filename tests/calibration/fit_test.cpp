@@ -162,7 +162,7 @@ TEST_CASE("Bad calibration inputs are one clear error", "[calibration]") {
   CalibrationRequest req;
   req.measurement_files = {models_dir() + "/measurements/h100_sxm_published.json"};
   req.hardware = "h100_sxn";
-  req.name = "x";
+  req.name = std::string("x");  // not operator=(const char*): GCC 12 warns falsely there (-Wrestrict, its bug 105651)
   CHECK_THROWS_WITH(calibrate(req), R"(--hardware: unknown hardware "h100_sxn" (did you mean "h100_sxm"?))");
   req.hardware = "h100_sxm";
   req.measurement_files = {"/nonexistent/m.json"};
@@ -225,7 +225,7 @@ TEST_CASE("Measurements held out of a fit show whether it generalises", "[calibr
   const auto held_out = measured({make(MeasurementKind::gemm, {6144, 12288, 8192, Dtype::bf16}, 0, 1),
                                   make(MeasurementKind::peer_copy, {}, 1024.0 * 1048576, 2),
                                   make(MeasurementKind::gemm_with_peer_copy, {8192, 8192, 4096, Dtype::bf16}, 512.0 * 1048576, 2)});
-  const auto dir = std::filesystem::temp_directory_path() / ("tpsim_validate_" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::temp_directory_path() / (fmt::format("tpsim_validate_{}", ::getpid()));
   std::filesystem::create_directories(dir);
   const std::string fit_file = (dir / "fit.json").string(), held_file = (dir / "held.json").string();
   std::ofstream(fit_file) << measurements_file_json(fit_set, "", "fit").dump();
@@ -245,4 +245,22 @@ TEST_CASE("Measurements held out of a fit show whether it generalises", "[calibr
   CHECK(mean_abs_error(c.validation_after_us, c.validation) < 0.01);   // the fitted physics carries over to them
   // The held-out rows are reported, never fitted: the fit's own report holds only the fit set.
   CHECK(c.report.predicted_after_us.size() == fit_set.size());
+  // Tile efficiency and NVLink efficiency each have measurements of their own: no tradeoff.
+  CHECK(c.report.tradeoffs.empty());
+}
+
+TEST_CASE("Parameters a fit can only see as a sum are reported as a tradeoff", "[calibration]") {
+  // A launch (host call to kernel end) sees host overhead + device latency, never either alone.
+  std::vector<Measurement> ms = {make(MeasurementKind::launch, {}, 0, 1)};
+  ms[0].time_us = 9;
+  Json hw = h100_json();
+  FitOptions options;
+  options.only = {"/launch/host_overhead", "/launch/device_latency"};
+  const FitReport r = fit_hardware(hw, ms, load_calibration_parameters(default_calibration_parameters_file()), options);
+  REQUIRE(r.tradeoffs.size() == 1);
+  CHECK(r.tradeoffs[0].a == "/launch/host_overhead");
+  CHECK(r.tradeoffs[0].b == "/launch/device_latency");
+  CHECK(r.tradeoffs[0].correlation < -0.95);
+  CHECK_THAT(format_fit_report(r, ms), Catch::Matchers::Contains("/launch/host_overhead, /launch/device_latency trade off"));
+  CHECK(fit_report_json(r, ms)["tradeoffs"][0]["b"] == "/launch/device_latency");
 }

@@ -7,6 +7,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <fmt/format.h>
+
 #include "tpsim/calibration/measurement.hpp"
 #include "tpsim/io/gzip.hpp"
 #include "tpsim/io/json_reader.hpp"
@@ -66,7 +68,7 @@ TEST_CASE("A gzip-compressed profiler trace reads like the plain one", "[io][kin
   const std::string plain = std::string(TPSIM_SOURCE_DIR) + "/tests/calibration/data/kineto_small.json";
   std::ifstream in(plain, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto dir = std::filesystem::temp_directory_path() / ("tpsim_gzip_" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::temp_directory_path() / (fmt::format("tpsim_gzip_{}", ::getpid()));
   std::filesystem::create_directories(dir);
   const std::string packed = (dir / "trace.pt.trace.json.gz").string();
   std::ofstream(packed, std::ios::binary) << gzip(text);

@@ -38,8 +38,14 @@ struct ParameterChange {
   std::string bound() const;
 };
 
+struct Tradeoff {  // two fitted parameters the measurements cannot tell apart
+  std::string a, b;  // their pointers
+  double correlation = 0;
+};
+
 struct FitReport {
   std::vector<ParameterChange> parameters;
+  std::vector<Tradeoff> tradeoffs;  // |correlation| >= 0.9 at the fitted point, most confounded first
   std::vector<double> predicted_before_us, predicted_after_us;  // per measurement
   double objective_before = 0, objective_after = 0;
   int evaluations = 0;
