@@ -1,7 +1,6 @@
 #include "tpsim/app/side_by_side.hpp"
 
 #include <map>
-#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -17,15 +16,18 @@ void check_pairs(const RunResult& measured, const RunResult& simulated) {
     if (measured.runs[i].variant != simulated.runs[i].variant)
       throw std::invalid_argument(fmt::format("variant {} is \"{}\" measured, \"{}\" simulated", i, measured.runs[i].variant,
                                               simulated.runs[i].variant));
+  for (std::size_t i = 0; i < measured.runs.size(); ++i)
+    if (measured.runs[i].dag.size() != simulated.runs[i].dag.size())
+      throw std::invalid_argument(fmt::format("variant \"{}\" has different DAGs measured and simulated", measured.runs[i].variant));
 }
 
-// Device time per op kind, summed over the run's ops and divided by its ranks; stand-ins
-// (simulated time on the GPU) are left out so the two sides compare like with like.
-std::map<std::string, double> busy_us_by_kind(const VariantRun& run, const std::set<OpId>& left_out) {
+// Device time per op kind, summed over the run's ops and divided by its ranks; ops the
+// measured run stood in for (simulated time on the GPU) are left out on both sides.
+std::map<std::string, double> busy_us_by_kind(const VariantRun& run, const Timeline& measured) {
   std::map<std::string, double> out;
   for (OpId id = 0; id < run.dag.size(); ++id) {
     const Op& op = run.dag.op(id);
-    if (op_class(op) == OpClass::event || left_out.count(id)) continue;
+    if (op_class(op) == OpClass::event || measured.ops[id].stand_in) continue;
     const OpTiming& t = run.timeline.ops[id];
     out[std::string(op_kind_name(op))] += to_us(t.end - t.start) / run.dag.ranks();
   }
@@ -63,10 +65,8 @@ std::string format_comparison(const RunResult& measured, const RunResult& simula
   // Which kind of op the model misses: device time per rank, kind by kind.
   out += fmt::format("\n{:<22} {:<12} {:>14} {:>14} {:>8}\n", "variant", "op kind", "measured_us", "simulated_us", "error");
   for (std::size_t i = 0; i < measured.runs.size(); ++i) {
-    std::set<OpId> stand_ins;
-    for (OpId id = 0; id < measured.runs[i].dag.size(); ++id)
-      if (measured.runs[i].timeline.ops[id].stand_in) stand_ins.insert(id);
-    const auto m = busy_us_by_kind(measured.runs[i], stand_ins), s = busy_us_by_kind(simulated.runs[i], stand_ins);
+    const Timeline& marks = measured.runs[i].timeline;
+    const auto m = busy_us_by_kind(measured.runs[i], marks), s = busy_us_by_kind(simulated.runs[i], marks);
     for (const auto& [kind, mus] : m) {
       const double sus = s.count(kind) ? s.at(kind) : 0.0;
       out += fmt::format("{:<22} {:<12} {:>14.1f} {:>14.1f} {:>8}\n", measured.runs[i].variant, kind, mus, sus,

@@ -38,12 +38,12 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
     if (!o.output.empty()) write_file(o.output, all.dump(2) + "\n");
     return 0;
   }
-  // Decided before any GPU work, so a scenario the backend cannot run fails the same way everywhere.
-  for (const std::string& v : s.variants)
-    if (const std::string op = first_op_gpu_cannot_run(build_dag(s, v)); !op.empty() && !o.stand_in)
-      throw InputError(fmt::format("variant \"{}\": {} is not run by the CUDA backend; measure other variants, or add "
-                                   "--stand-in to hold every SM for its simulated time instead", v, op));
   RunResult simulated = run_scenario(s, !o.trace.empty());
+  // Decided before any GPU work, so a scenario the backend cannot run fails the same way everywhere.
+  for (const VariantRun& run : simulated.runs)
+    if (const std::string op = first_op_gpu_cannot_run(run.dag); !op.empty() && !o.stand_in)
+      throw InputError(fmt::format("variant \"{}\": {} is not run by the CUDA backend; measure other variants, or add "
+                                   "--stand-in to hold every SM for its simulated time instead", run.variant, op));
   RunResult result{s, {}};
   int stand_ins = 0;
   for (std::size_t i = 0; i < s.variants.size(); ++i) {
