@@ -6,6 +6,8 @@
 #include <map>
 #include <stdexcept>
 
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/connected_components.hpp>
 #include <fmt/format.h>
 #include <nlopt.hpp>
 
@@ -49,14 +51,22 @@ struct Problem {
   }
 };
 
+// Each measurement's log error scaled by the square root of its share of the weight:
+// their squares sum to the objective, and they are the residuals of the fit.
+std::vector<double> weighted_log_errors(const std::vector<double>& predicted, const std::vector<Measurement>& ms) {
+  double weights = 0;
+  for (const auto& m : ms) weights += m.weight;
+  std::vector<double> r(ms.size(), 0.0);
+  if (weights <= 0) return r;
+  for (std::size_t i = 0; i < ms.size(); ++i)
+    r[i] = std::sqrt(ms[i].weight / weights) * std::log(std::max(predicted[i], 1e-9) / ms[i].time_us);
+  return r;
+}
+
 double objective_of(const std::vector<double>& predicted, const std::vector<Measurement>& ms) {
-  double sum = 0, weights = 0;
-  for (std::size_t i = 0; i < ms.size(); ++i) {
-    const double e = std::log(std::max(predicted[i], 1e-9) / ms[i].time_us);
-    sum += ms[i].weight * e * e;
-    weights += ms[i].weight;
-  }
-  return weights > 0 ? sum / weights : 0;
+  double sum = 0;
+  for (double r : weighted_log_errors(predicted, ms)) sum += r * r;
+  return sum;
 }
 
 double nlopt_objective(const std::vector<double>& x, std::vector<double>&, void* data) {
@@ -97,16 +107,9 @@ std::string json_pointer_at(const std::string& text, const std::string& path) {
 // Pairs of fitted parameters whose estimates are correlated beyond 0.9 at `x`: the
 // residuals are the objective's (weighted log errors), the prior its own.
 std::vector<Tradeoff> tradeoffs_at(Problem& problem, const std::vector<double>& x) {
-  const std::vector<Measurement>& ms = *problem.measurements;
-  double weights = 0;
-  for (const auto& m : ms) weights += m.weight;
   const Residuals residuals = [&](const std::vector<double>& at) {
     problem.apply(at);
-    const std::vector<double> predicted = problem.predict();
-    std::vector<double> r(ms.size());
-    for (std::size_t i = 0; i < ms.size(); ++i)
-      r[i] = std::sqrt(ms[i].weight / weights) * std::log(std::max(predicted[i], 1e-9) / ms[i].time_us);
-    return r;
+    return weighted_log_errors(problem.predict(), *problem.measurements);
   };
   std::vector<Tradeoff> out;
   for (const ConfoundedPair& p : confounded_pairs(residuals, x, kPrior))
@@ -115,34 +118,29 @@ std::vector<Tradeoff> tradeoffs_at(Problem& problem, const std::vector<double>& 
   return out;
 }
 
-// Tradeoffs joined into groups of parameters (a trades with b, b with c: one group),
-// each with its strongest |correlation|, in the order their first pair was found.
+// Tradeoffs joined into groups of parameters (a trades with b, b with c: one group, the
+// connected components of the tradeoff graph), each with its strongest |correlation|, in the
+// order their parameters were first named.
 std::vector<std::pair<std::vector<std::string>, double>> tradeoff_groups(const std::vector<Tradeoff>& tradeoffs) {
-  std::vector<std::pair<std::vector<std::string>, double>> groups;
-  const auto group_of = [&](const std::string& p) {
-    for (std::size_t g = 0; g < groups.size(); ++g)
-      if (std::find(groups[g].first.begin(), groups[g].first.end(), p) != groups[g].first.end()) return static_cast<long>(g);
-    return -1L;
+  std::vector<std::string> names;
+  const auto vertex = [&](const std::string& p) {
+    const auto it = std::find(names.begin(), names.end(), p);
+    if (it != names.end()) return static_cast<std::size_t>(it - names.begin());
+    names.push_back(p);
+    return names.size() - 1;
   };
+  boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS> graph;
   for (const Tradeoff& t : tradeoffs) {
-    long ga = group_of(t.a), gb = group_of(t.b);
-    if (ga < 0 && gb < 0) {
-      groups.push_back({{t.a, t.b}, std::fabs(t.correlation)});
-      continue;
-    }
-    if (ga < 0) std::swap(ga, gb);  // now ga is a group
-    auto& g = groups[static_cast<std::size_t>(ga)];
-    g.second = std::max(g.second, std::fabs(t.correlation));
-    if (gb < 0) {
-      g.first.push_back(group_of(t.a) < 0 ? t.a : t.b);
-    } else if (gb != ga) {  // two groups meet: merge the later into the earlier
-      const long keep = std::min(ga, gb), drop = std::max(ga, gb);
-      auto& k = groups[static_cast<std::size_t>(keep)];
-      auto& d = groups[static_cast<std::size_t>(drop)];
-      k.first.insert(k.first.end(), d.first.begin(), d.first.end());
-      k.second = std::max({k.second, d.second, std::fabs(t.correlation)});
-      groups.erase(groups.begin() + drop);
-    }
+    const std::size_t u = vertex(t.a), v = vertex(t.b);
+    boost::add_edge(u, v, graph);
+  }
+  std::vector<int> component(names.size());
+  const int count = names.empty() ? 0 : boost::connected_components(graph, component.data());
+  std::vector<std::pair<std::vector<std::string>, double>> groups(static_cast<std::size_t>(count));
+  for (std::size_t v = 0; v < names.size(); ++v) groups[static_cast<std::size_t>(component[v])].first.push_back(names[v]);
+  for (const Tradeoff& t : tradeoffs) {
+    double& strongest = groups[static_cast<std::size_t>(component[vertex(t.a)])].second;
+    strongest = std::max(strongest, std::fabs(t.correlation));
   }
   return groups;
 }
