@@ -12,6 +12,7 @@
 #include "measure_commands.hpp"
 #include "tpsim/app/run_scenario.hpp"
 #include "tpsim/calibration/calibrate.hpp"
+#include "tpsim/calibration/validate.hpp"
 #include "tpsim/core/invariant.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
 #include "tpsim/io/chrome_trace.hpp"
@@ -138,6 +139,16 @@ int main(int argc, char** argv) {
   calibrate->add_option("--params", calib_only, "comma-separated substrings: fit only parameters whose pointer contains one");
   calibrate->add_option("--parameters-file", calib.parameters_file, "ranges of the fittable parameters (default models/calibration/parameters.json)");
   calibrate->add_option("--report", calib_report, "write per-measurement predictions before/after as JSON");
+  tpsim::ValidationRequest val;
+  std::string val_json;
+  auto* validate = app.add_subcommand("validate", "predicted vs measured per row and per op class, optionally leave-one-source-out");
+  validate->add_option("files", val.files, "measurement files, PyTorch profiler traces or tpsim measure results")->required();
+  validate->add_option("--hardware", val.hardware, "the model to check (name in models/ or path)")->required();
+  validate->add_flag("--cross-validate", val.cross_validate,
+                     "hold each source out in turn: fit the op-level rows of the others, predict it");
+  validate->add_option("--max-evals", val.fit.max_evaluations, "most simulations per cross-validation fit (default 400)")
+      ->check(CLI::PositiveNumber);
+  validate->add_option("--json", val_json, "write the rows as JSON");
   std::vector<std::string> merge_inputs;
   std::string merge_output, merge_markdown;
   auto* merge = app.add_subcommand("merge", "join the CSVs of a sweep's shards into one");
@@ -158,6 +169,12 @@ int main(int argc, char** argv) {
       for (std::istringstream in(calib_only); std::getline(in, item, ',');)
         if (!item.empty()) calib.fit.only.push_back(item);
       return calibrate_command(calib, calib_out, calib_report);
+    }
+    if (*validate) {
+      const tpsim::Validation v = tpsim::validate(val);
+      std::cout << tpsim::format_validation(v);
+      if (!val_json.empty()) write_file(val_json, tpsim::validation_json(v).dump(2) + "\n");
+      return 0;
     }
     if (*measure) return tpsim::cli::measure(measure_scenario, mo);
     if (*microbench) return tpsim::cli::microbench(mb);

@@ -1,0 +1,37 @@
+#pragma once
+// `tpsim validate`: how far the model is from measurements it was, or was not,
+// fitted to. Whole decomposed ops, layers and steps (scenario rows) are only ever
+// predicted; with cross-validation every source is held out in turn: the op-level
+// rows of every other source are fitted, and the held-out source's rows predicted.
+#include <string>
+#include <vector>
+
+#include "tpsim/calibration/fit.hpp"
+
+namespace tpsim {
+
+struct ValidationRequest {
+  std::vector<std::string> files;
+  std::string hardware;         // shipped model name or path
+  std::string parameters_file;  // default: models/calibration/parameters.json
+  bool cross_validate = false;
+  FitOptions fit;               // for each cross-validation fit
+};
+
+struct Validation {
+  std::vector<Measurement> measurements;
+  std::vector<double> predicted_us;  // by the model as given
+  std::vector<double> held_out_us;   // cross-validated (empty without it)
+  std::vector<std::string> sources;  // the sources held out in turn
+};
+
+Validation validate(const ValidationRequest& request);
+
+// Whether a measurement may be fitted: op-level physics, not a whole decomposed op, layer or step.
+bool fittable(const Measurement& m);
+
+// One row per measurement, then mean and max |error| per op class.
+std::string format_validation(const Validation& v);
+Json validation_json(const Validation& v);
+
+}  // namespace tpsim

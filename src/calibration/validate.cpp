@@ -1,0 +1,123 @@
+#include "tpsim/calibration/validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/io/hardware_loader.hpp"
+
+namespace tpsim {
+
+namespace {
+
+double error_of(double predicted, const Measurement& m) { return predicted / m.time_us - 1; }
+
+std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
+
+// Per class: count, mean |error|, max |error| of one set of predictions.
+struct ClassError {
+  int n = 0;
+  double sum = 0, worst = 0;
+};
+
+std::map<std::string, ClassError> by_class(const std::vector<double>& predicted, const std::vector<Measurement>& ms) {
+  std::map<std::string, ClassError> out;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    const double e = std::fabs(error_of(predicted[i], ms[i]));
+    for (const std::string& c : {std::string(measurement_class(ms[i].kind)), std::string("all")}) {
+      auto& ce = out[c];
+      ++ce.n, ce.sum += e, ce.worst = std::max(ce.worst, e);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool fittable(const Measurement& m) { return m.kind != MeasurementKind::scenario; }
+
+Validation validate(const ValidationRequest& req) {
+  if (req.files.empty()) throw InputError("validate: give at least one measurement file");
+  Validation v;
+  for (const std::string& f : req.files) {
+    auto ms = load_measurements_file(f);
+    v.measurements.insert(v.measurements.end(), ms.begin(), ms.end());
+  }
+  const std::string file = hardware_file_path(req.hardware, "--hardware", "");
+  Json start = resolve_hardware_json(file);
+  v.predicted_us = predict_all_us(v.measurements, parse_hardware(start, file));
+  if (!req.cross_validate) return v;
+
+  start.erase("base");
+  const auto parameters =
+      load_calibration_parameters(req.parameters_file.empty() ? default_calibration_parameters_file() : req.parameters_file);
+  for (const auto& m : v.measurements)
+    if (std::find(v.sources.begin(), v.sources.end(), m.source) == v.sources.end()) v.sources.push_back(m.source);
+  v.held_out_us.assign(v.measurements.size(), 0.0);
+  for (const std::string& source : v.sources) {
+    std::vector<Measurement> train, test;
+    std::vector<std::size_t> test_index;
+    for (std::size_t i = 0; i < v.measurements.size(); ++i) {
+      const Measurement& m = v.measurements[i];
+      if (m.source == source) test.push_back(m), test_index.push_back(i);
+      else if (fittable(m)) train.push_back(m);
+    }
+    Json hardware = start;
+    if (!train.empty()) fit_hardware(hardware, train, parameters, req.fit);
+    const auto predicted = predict_all_us(test, parse_hardware(hardware, file));
+    for (std::size_t j = 0; j < test.size(); ++j) v.held_out_us[test_index[j]] = predicted[j];
+  }
+  return v;
+}
+
+std::string format_validation(const Validation& v) {
+  const bool cv = !v.held_out_us.empty();
+  std::string out = fmt::format("{:<52} {:<11} {:>11} {:>11} {:>8}{}\n", "measurement", "class", "measured_us", "predicted", "error",
+                                cv ? fmt::format(" {:>11} {:>8}", "held_out", "error") : "");
+  for (std::size_t i = 0; i < v.measurements.size(); ++i) {
+    const Measurement& m = v.measurements[i];
+    std::string name = m.name.size() > 52 ? m.name.substr(0, 49) + "..." : m.name;
+    out += fmt::format("{:<52} {:<11} {:>11.2f} {:>11.2f} {:>8}", name, measurement_class(m.kind), m.time_us, v.predicted_us[i],
+                       percent(error_of(v.predicted_us[i], m)));
+    if (cv) out += fmt::format(" {:>11.2f} {:>8}", v.held_out_us[i], percent(error_of(v.held_out_us[i], m)));
+    out += "\n";
+  }
+  const auto as_given = by_class(v.predicted_us, v.measurements);
+  const auto held_out = cv ? by_class(v.held_out_us, v.measurements) : std::map<std::string, ClassError>{};
+  out += fmt::format("\n{:<14} {:>4}  {:>22}{}\n", "op class", "n", "mean|err| as given",
+                     cv ? fmt::format("  {:>22}", "leave-one-source-out") : "");
+  const auto line = [&](const std::string& c) {
+    const auto& a = as_given.at(c);
+    out += fmt::format("{:<14} {:>4}  {:>7.1f}% (max {:>5.0f}%)", c, a.n, 100 * a.sum / a.n, 100 * a.worst);
+    if (cv) {
+      const auto& h = held_out.at(c);
+      out += fmt::format("  {:>7.1f}% (max {:>5.0f}%)", 100 * h.sum / h.n, 100 * h.worst);
+    }
+    out += "\n";
+  };
+  for (const auto& [c, e] : as_given)
+    if (c != "all") line(c);
+  line("all");
+  if (cv)
+    out += fmt::format("leave-one-source-out: {} sources, each predicted by a model fitted to the op-level rows of the others; "
+                       "scenario rows (whole decomposed ops, layers) are never fitted\n",
+                       v.sources.size());
+  return out;
+}
+
+Json validation_json(const Validation& v) {
+  Json rows = Json::array();
+  for (std::size_t i = 0; i < v.measurements.size(); ++i) {
+    const Measurement& m = v.measurements[i];
+    Json row{{"name", m.name}, {"class", std::string(measurement_class(m.kind))}, {"source", m.source},
+             {"measured_us", m.time_us}, {"predicted_us", v.predicted_us[i]}};
+    if (!v.held_out_us.empty()) row["held_out_us"] = v.held_out_us[i];
+    rows.push_back(row);
+  }
+  return Json{{"rows", rows}, {"held_out_sources", v.sources}};
+}
+
+}  // namespace tpsim
