@@ -64,6 +64,7 @@ std::vector<Measurement> import_result_json(const Json& j, const std::string& so
   scenario["gpus"] = required(j, "gpus", "$");
   scenario["dtype"] = required(j, "dtype", "$");
   scenario["workload"] = required(j, "workload", "$");
+  if (j.contains("software")) scenario["software"] = j["software"];  // results before it existed ran the default
   const Json& results = required(j, "results", "$");
   if (!results.is_array()) fail_at("$.results", "must be an array");
   const std::string base_dir = std::filesystem::path(source).parent_path().string();

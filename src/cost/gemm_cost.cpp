@@ -50,6 +50,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
   GemmPlan best;
   Tick best_time = kTickMax;
   for (const GemmTile& tile : hw.gemm.tiles) {
+    if (!tile.serves(p.dtype)) continue;
     for (int split = 1; split <= hw.gemm.max_split_k; ++split) {
       if (split > 1 && p.k / split < hw.gemm.min_split_k_depth) break;
       GemmPlan plan = make_plan(p, tile, split);

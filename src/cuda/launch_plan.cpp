@@ -13,6 +13,7 @@ std::string_view launch_kind_name(LaunchKind k) {
   switch (k) {
     case LaunchKind::gemm: return "cublasLtMatmul";
     case LaunchKind::elementwise: return "elementwise_kernel";
+    case LaunchKind::reduction: return "reduce_partials_kernel";
     case LaunchKind::attention: return "attention_kernel";
     case LaunchKind::fused_gemm: return "fused_ring_gemm";
     case LaunchKind::memcpy_peer: return "cudaMemcpyPeerAsync";
@@ -70,6 +71,10 @@ LaunchPlan plan_launches(const Dag& dag) {
               [&](const ElementwiseOp& e) {
                 l.kind = LaunchKind::elementwise;
                 l.args = fmt::format("read {:.0f} B, write {:.0f} B", e.bytes_read, e.bytes_written);
+              },
+              [&](const ReduceOp& red) {
+                l.kind = LaunchKind::reduction;
+                l.args = fmt::format("sum of {} x {:.0f} B", red.inputs, red.out_bytes);
               },
               [&](const AttentionOp& a) {
                 l.kind = LaunchKind::attention;

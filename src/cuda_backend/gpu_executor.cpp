@@ -55,6 +55,15 @@ void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::uniq
       TPSIM_GPU_CHECK(gpu::stream_bytes(st.arena, st.arena + out, read, static_cast<std::size_t>(e.bytes_written), 2 * st.sms, s));
       return;
     }
+    case LaunchKind::reduction: {
+      // The algorithm of PyTorch's Triton generation (one fp32 sum per element over the
+      // stacked partials); ATen's instruction-bound torch.sum is not reproduced.
+      const auto& r = std::get<ReduceOp>(op.payload);
+      const auto in = static_cast<std::size_t>(r.inputs * r.out_bytes);
+      const std::size_t out = (in + 255) / 256 * 256;
+      TPSIM_GPU_CHECK(gpu::sum_partials(st.arena, st.arena + out, r.inputs, static_cast<std::size_t>(r.out_bytes) / 2, 2 * st.sms, s));
+      return;
+    }
     case LaunchKind::memcpy_peer: {
       const auto& c = std::get<CopyOp>(op.payload);
       RankState& src = *all[static_cast<std::size_t>(c.src_rank)];

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include <cuda_bf16.h>
+
 namespace tpsim::gpu {
 
 namespace {
@@ -25,6 +27,15 @@ __global__ void stream_kernel(const uint4* src, uint4* dst, std::size_t n_read, 
       acc.x ^= v.x, acc.y ^= v.y, acc.z ^= v.z, acc.w ^= v.w;
     }
     if (i < n_write) dst[i] = acc;
+  }
+}
+
+__global__ void sum_partials_kernel(const __nv_bfloat16* partials, __nv_bfloat16* out, int inputs, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    float acc = 0.0f;
+    for (int r = 0; r < inputs; ++r) acc += __bfloat162float(partials[static_cast<std::size_t>(r) * n + i]);
+    out[i] = __float2bfloat16(acc);
   }
 }
 
@@ -71,6 +82,12 @@ cudaError_t fill_operands(void* p, std::size_t bytes, unsigned seed, cudaStream_
 cudaError_t stream_bytes(const void* src, void* dst, std::size_t read_bytes, std::size_t write_bytes, int blocks, cudaStream_t s) {
   stream_kernel<<<blocks, 512, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), read_bytes / sizeof(uint4),
                                        write_bytes / sizeof(uint4));
+  return cudaGetLastError();
+}
+
+cudaError_t sum_partials(const void* partials, void* out, int inputs, std::size_t elements, int blocks, cudaStream_t s) {
+  sum_partials_kernel<<<blocks, 512, 0, s>>>(static_cast<const __nv_bfloat16*>(partials), static_cast<__nv_bfloat16*>(out), inputs,
+                                             elements);
   return cudaGetLastError();
 }
 

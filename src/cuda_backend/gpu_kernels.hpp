@@ -11,6 +11,8 @@ namespace tpsim::gpu {
 cudaError_t fill_operands(void* p, std::size_t bytes, unsigned seed, cudaStream_t s);
 // A memory-bound kernel: reads `read_bytes` from src and writes `write_bytes` to dst.
 cudaError_t stream_bytes(const void* src, void* dst, std::size_t read_bytes, std::size_t write_bytes, int blocks, cudaStream_t s);
+// Sums `inputs` stacked bf16 partials of `elements` each into one bf16 output, in fp32.
+cudaError_t sum_partials(const void* partials, void* out, int inputs, std::size_t elements, int blocks, cudaStream_t s);
 // Signals every peer's flag slot for this rank with `epoch` (peer-mapped writes),
 // then waits until every peer has signalled this rank's flags. One block of 32+ threads.
 cudaError_t flag_barrier(int* const* flags_of_rank, int rank, int ranks, int epoch, cudaStream_t s);

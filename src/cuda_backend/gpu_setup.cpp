@@ -77,6 +77,7 @@ double launch_bytes(const Op& op, int ranks) {
   if (const auto* c = std::get_if<CopyOp>(&op.payload)) return c->bytes;
   if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->buffer_bytes * (1.0 + 1.0 / ranks);
   if (const auto* e = std::get_if<ElementwiseOp>(&op.payload)) return e->bytes_read + 256 + e->bytes_written;
+  if (const auto* r = std::get_if<ReduceOp>(&op.payload)) return (r->inputs + 1) * r->out_bytes + 256;
   if (const auto* s = std::get_if<SendRecvOp>(&op.payload)) {
     double sum = 0;
     for (const auto& t : s->sends) sum += t.bytes;

@@ -12,6 +12,7 @@ std::string_view op_kind_name(const Op& op) {
                                [](const FusedRingGemmOp&) { return "fused_gemm"; },
                                [](const AttentionOp&) { return "attention"; },
                                [](const ElementwiseOp&) { return "elementwise"; },
+                               [](const ReduceOp&) { return "reduction"; },
                                [](const RecordOp&) { return "record"; }, [](const WaitOp&) { return "wait"; }},
                     op.payload);
 }
@@ -19,6 +20,7 @@ std::string_view op_kind_name(const Op& op) {
 OpClass op_class(const Op& op) {
   return std::visit(Overloaded{[](const GemmOp&) { return OpClass::compute; },
                                [](const ElementwiseOp&) { return OpClass::compute; },
+                               [](const ReduceOp&) { return OpClass::compute; },
                                [](const CopyOp&) { return OpClass::communication; },
                                [](const CollectiveOp&) { return OpClass::communication; },
                                [](const BarrierOp&) { return OpClass::synchronization; },
@@ -65,6 +67,7 @@ double op_bytes(const Op& op) {
                                [](const FusedRingGemmOp& f) { return f.send_bytes * (f.steps - 1); },
                                [](const AttentionOp& a) { return attention_bytes(a); },
                                [](const ElementwiseOp& e) { return e.bytes_read + e.bytes_written; },
+                               [](const ReduceOp& r) { return (r.inputs + 1) * r.out_bytes; },
                                [](const auto&) { return 0.0; }},
                     op.payload);
 }

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/cost/reduction_cost.hpp"
+
 namespace tpsim {
 
 namespace {
@@ -63,7 +65,7 @@ class Quantities {
 };
 
 GemmTile parse_tile(const Json& j, const std::string& path) {
-  const ObjectReader r(j, path, {"shape", "mainloop_efficiency"});
+  const ObjectReader r(j, path, {"shape", "mainloop_efficiency", "dtypes"});
   const std::string shape = r.string("shape");
   GemmTile t;
   char x1 = 0, x2 = 0;
@@ -72,6 +74,19 @@ GemmTile parse_tile(const Json& j, const std::string& path) {
       used != static_cast<int>(shape.size()) || t.m <= 0 || t.n <= 0 || t.k <= 0)
     fail_at(r.child_path("shape"), fmt::format("must look like \"128x256x64\", got \"{}\"", shape));
   t.mainloop_efficiency = Quantities(r).get("mainloop_efficiency", "fraction");
+  // Without "dtypes" a tile serves every dtype (hardware files written before kernels were told apart).
+  if (r.has("dtypes")) {
+    const Json& ds = r.array("dtypes");
+    if (ds.empty()) fail_at(r.child_path("dtypes"), "must name at least one dtype");
+    t.dtypes = 0;
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+      const std::string p = fmt::format("{}[{}]", r.child_path("dtypes"), i);
+      const std::string name = as_string(ds[i], p);
+      const auto d = parse_dtype(name);
+      if (!d) fail_at(p, fmt::format("unknown dtype \"{}\" (bf16, fp16, fp32 or fp8)", name));
+      t.dtypes |= 1u << static_cast<int>(*d);
+    }
+  }
   return t;
 }
 
@@ -147,7 +162,7 @@ Json resolve_base(const Json& j, const std::string& dir, int depth) {
 HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   (void)src;
   const ObjectReader root(j, "$", {"name", "description", "base", "sm", "compute", "gemm", "memory", "launch",
-                                   "copy_engines", "fabric", "nccl", "barrier", "elementwise", "attention"});
+                                   "copy_engines", "fabric", "nccl", "barrier", "elementwise", "reduction", "attention"});
   HardwareSpec hw;
   hw.name = root.string("name");
   hw.description = root.optional_string("description").value_or("");
@@ -169,6 +184,10 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
   for (std::size_t i = 0; i < tiles.size(); ++i)
     hw.gemm.tiles.push_back(parse_tile(tiles[i], fmt::format("{}[{}]", gemm.child_path("tiles"), i)));
+  for (Dtype d : {Dtype::bf16, Dtype::fp16, Dtype::fp32, Dtype::fp8})
+    if (peak.has(std::string(dtype_name(d))) &&
+        std::none_of(hw.gemm.tiles.begin(), hw.gemm.tiles.end(), [d](const GemmTile& t) { return t.serves(d); }))
+      fail_at(gemm.child_path("tiles"), fmt::format("no tile serves {}, which compute.peak_dense lists", dtype_name(d)));
   const ObjectReader block = gemm.object("block", {"threads", "registers_per_thread", "shared_memory"});
   const Quantities bq(block);
   hw.gemm.block = {bq.count("threads"), bq.count("threads") * bq.count("registers_per_thread"), bq.bytes("shared_memory"), 1};
@@ -218,6 +237,12 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
   hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm");
   hw.elementwise.block_overhead = eq.time("block_overhead");
+
+  const ObjectReader red = root.object("reduction", {"aten_sum", "triton"});
+  for (ReductionKernel k : {ReductionKernel::aten_sum, ReductionKernel::triton}) {
+    const std::string name(reduction_kernel_name(k));
+    hw.reduction.sm_bytes_per_ps[static_cast<int>(k)] = Quantities(red.object(name, {"sm_bandwidth"})).get("sm_bandwidth", "bandwidth");
+  }
 
   const ObjectReader at = root.object("attention", {"forward_efficiency", "backward_efficiency", "block_rows"});
   const Quantities aq(at);

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/cost/reduction_cost.hpp"
+
 namespace tpsim {
 
 namespace {
@@ -62,6 +64,7 @@ Json result_json(const RunResult& r) {
   j["gpus"] = s.gpus;
   j["dtype"] = std::string(dtype_name(s.dtype));
   j["workload"] = s.workload_json;
+  j["software"] = {{"symm_mem_reduction", std::string(reduction_kernel_name(s.software.symm_mem_reduction))}};
   j["results"] = Json::array();
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;

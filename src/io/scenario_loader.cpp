@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/cost/reduction_cost.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/strategies/registry.hpp"
@@ -117,6 +118,17 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
   return wl;
 }
 
+SoftwareChoices parse_software(const ObjectReader& r) {
+  SoftwareChoices sw;
+  if (r.has("symm_mem_reduction")) {
+    const std::string k = r.string("symm_mem_reduction");
+    const auto kernel = parse_reduction_kernel(k);
+    if (!kernel) fail_at(r.child_path("symm_mem_reduction"), fmt::format("unknown reduction \"{}\" (aten_sum or triton)", k));
+    sw.symm_mem_reduction = *kernel;
+  }
+  return sw;
+}
+
 }  // namespace
 
 void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path) {
@@ -141,7 +153,7 @@ HardwareSpec HardwareCache::get(const std::string& ref, const std::string& base_
 Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCache* cache) {
   if (j.is_object() && j.contains("axes") && j.contains("base"))
     fail_at("$", "this is a sweep file (it has \"base\" and \"axes\"): run it with tpsim sweep");
-  const ObjectReader root(j, "$", {"name", "hardware", "gpus", "dtype", "workload", "variants"});
+  const ObjectReader root(j, "$", {"name", "hardware", "gpus", "dtype", "workload", "variants", "software"});
   Scenario s;
   s.name = root.optional_string("name").value_or("");
   s.gpus = static_cast<int>(std::min<std::int64_t>(root.positive_int("gpus"), kMaxGpus + 1));
@@ -172,6 +184,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   } else {
     s.variants = variants_for(s.workload.op);
   }
+  if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (s.hardware.peak_flops_per_ps[static_cast<int>(s.dtype)] <= 0)

@@ -7,6 +7,7 @@
 
 #include "machine.hpp"
 #include "tpsim/cost/elementwise_cost.hpp"
+#include "tpsim/cost/reduction_cost.hpp"
 
 namespace tpsim::runtime_detail {
 
@@ -21,6 +22,7 @@ void Machine::launch_kernel(OpId id) {
         using T = std::decay_t<decltype(payload)>;
         if constexpr (std::is_same_v<T, GemmOp>) gemm_kernel(id, payload, req);
         else if constexpr (std::is_same_v<T, ElementwiseOp>) elementwise_kernel(id, payload, req);
+        else if constexpr (std::is_same_v<T, ReduceOp>) reduction_kernel(id, payload, req);
         else if constexpr (std::is_same_v<T, CollectiveOp>) collective_kernel(id, payload, req);
         else if constexpr (std::is_same_v<T, BarrierOp>) barrier_kernel(id, payload, req);
         else if constexpr (std::is_same_v<T, SendRecvOp>) sendrecv_kernel(id, payload, req);
@@ -55,6 +57,17 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
   req.draws_memory = true;
   req.block_time = [plan, this, rank = dag_.op(id).rank](int mem) {
     return elementwise_block_time(plan, hw_, mem, hbm_left(rank));
+  };
+}
+
+void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
+  const ElementwisePlan plan = plan_elementwise((r.inputs + 1) * r.out_bytes, hw_);
+  if (tl_.detailed) tl_.ops[id].detail = fmt::format("{} of {} partials, {} blocks", reduction_kernel_name(r.kernel), r.inputs, plan.blocks);
+  req.block = hw_.elementwise.block;
+  req.blocks = plan.blocks;
+  req.draws_memory = true;
+  req.block_time = [plan, kernel = r.kernel, this, rank = dag_.op(id).rank](int mem) {
+    return reduction_block_time(plan, kernel, hw_, mem, hbm_left(rank));
   };
 }
 

@@ -57,6 +57,7 @@ class Machine {
   void launch_kernel(OpId id);
   void gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req);
   void elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req);
+  void reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req);
   void collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req);
   void barrier_kernel(OpId id, const BarrierOp& b, KernelRequest& req);
   void sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req);

@@ -2,6 +2,9 @@
 // the collective is decomposed into copy-engine peer copies, the matmul into
 // per-shard submatmuls, on two streams that alternate roles every step so a
 // submatmul's partial last wave overlaps the next one.
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "regions.hpp"
@@ -40,26 +43,52 @@ static void gather(Dag& dag, const Region& r, bool alternate) {
   }
 }
 
-// fused_matmul_reduce_scatter: each step computes the rows destined for one peer
-// and pushes them into that peer's symmetric buffer with a copy engine; after a
-// barrier every rank sums the chunks it received (fp32 accumulation).
+// fused_matmul_reduce_scatter, as _pipelined_produce_and_all2all runs it
+// (torch/distributed/_symmetric_memory/__init__.py: the same sequence in a
+// 2024-era copy and in 2026 main, 006b161). Barrier; then for step s = 1..G-1,
+// odd steps on the backend stream and even ones on the current stream: the
+// rows for rank+s are multiplied into the local symmetric buffer (double
+// buffered), a barrier says every rank's buffer is ready, a copy engine pulls
+// the rows for this rank from rank-s, and a second barrier says every peer has
+// read the buffer before it is written again. The local rows come last; the
+// streams join, a final barrier, and the G stacked partials are summed.
+// `alternate` = false is the naive version: every submatmul on one stream, the
+// barriers and pulls on the other, each buffer reused only once it is free.
 static void scatter(Dag& dag, const Region& r, bool alternate) {
   const int g = r.ranks;
   const int start = dag.new_group(), end = dag.new_group();
+  std::vector<std::pair<int, int>> step_barriers(static_cast<std::size_t>(g));
+  for (int step = 1; step < g; ++step) step_barriers[step] = {dag.new_group(), dag.new_group()};
+  // PyTorch puts a short sleep kernel on the current stream (at step 2, or after the
+  // loop when G = 2) so that the backend stream's submatmul is scheduled first on
+  // every rank: a one-block kernel with nothing to do.
+  const auto sleep = [&](int rank) { dag.add(rank, kCompute, r.name + ".sleep", ElementwiseOp{0, 0}); };
   for (int rank = 0; rank < g; ++rank) {
     dag.add(rank, kCompute, r.name + ".barrier.start", BarrierOp{start});
-    if (alternate) dag.join(rank, kCompute, kComm, r.name + ".fork");
+    dag.join(rank, kCompute, kComm, r.name + ".fork");
+    std::vector<int> buffer_free(static_cast<std::size_t>(g), -1);
     for (int step = 1; step < g; ++step) {
-      const int peer = (rank + step) % g;
+      const int dest = (rank + step) % g, src = wrap(rank - step, g);
       const int mm_stream = alternate ? step_stream(step) : kCompute;
-      add_gemms(dag, r, rank, mm_stream, false, fmt::format("{}.matmul.chunk{}", r.name, peer));
-      if (!alternate) dag.join(rank, kCompute, kComm, fmt::format("{}.computed.chunk{}", r.name, peer));
-      dag.add(rank, alternate ? mm_stream : kComm, fmt::format("{}.push.chunk{}", r.name, peer), CopyOp{rank, peer, r.bytes});
+      const int comm_stream = alternate ? mm_stream : kComm;
+      if (alternate && step == 2) sleep(rank);
+      if (!alternate && step >= 3)
+        dag.add(rank, kCompute, fmt::format("{}.wait_buffer.step{}", r.name, step - 2), WaitOp{buffer_free[step - 2]});
+      add_gemms(dag, r, rank, mm_stream, false, fmt::format("{}.matmul.chunk{}", r.name, dest));
+      if (!alternate) dag.join(rank, kCompute, kComm, fmt::format("{}.computed.chunk{}", r.name, dest));
+      dag.add(rank, comm_stream, fmt::format("{}.barrier.ready.step{}", r.name, step), BarrierOp{step_barriers[step].first});
+      dag.add(rank, comm_stream, fmt::format("{}.pull.from{}", r.name, src), CopyOp{src, rank, r.bytes});
+      dag.add(rank, comm_stream, fmt::format("{}.barrier.read.step{}", r.name, step), BarrierOp{step_barriers[step].second});
+      if (!alternate) {
+        buffer_free[step] = dag.new_event();
+        dag.add(rank, kComm, fmt::format("{}.buffer_free.step{}", r.name, step), RecordOp{buffer_free[step]});
+      }
     }
-    add_gemms(dag, r, rank, alternate ? step_stream(g) : kCompute, false, fmt::format("{}.matmul.chunk{}", r.name, rank));
+    if (alternate && g == 2) sleep(rank);
+    add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.chunk{}", r.name, rank));
     dag.join(rank, kComm, kCompute, r.name + ".join");
     dag.add(rank, kCompute, r.name + ".barrier.end", BarrierOp{end});
-    dag.add(rank, kCompute, r.name + ".reduce", ElementwiseOp{g * r.bytes, r.bytes});
+    dag.add(rank, kCompute, r.name + ".reduce", ReduceOp{g, r.bytes, r.reduction});
   }
 }
 

@@ -74,7 +74,7 @@ class LayerBuilder {
     v_.gather(dag_, Region{prefix_ + name, sc_.gpus, sc_.dtype, shard_elems * sh_.e, std::move(gemms)});
   }
   void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms) {
-    v_.scatter(dag_, Region{prefix_ + name, sc_.gpus, sc_.dtype, chunk_elems * sh_.e, std::move(gemms)});
+    v_.scatter(dag_, Region{prefix_ + name, sc_.gpus, sc_.dtype, chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction});
   }
   void local(const std::string& name, std::int64_t read_elems, std::int64_t write_elems) {
     for (int r = 0; r < sc_.gpus; ++r)

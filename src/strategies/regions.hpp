@@ -30,6 +30,7 @@ struct Region {
   Dtype dtype = Dtype::bf16;
   double bytes = 0;   // gather: one rank's shard of the input; scatter: one rank's chunk of the output
   std::vector<RegionGemm> gemms;
+  ReductionKernel reduction = ReductionKernel::aten_sum;  // what a decomposed reduce-scatter ends with
 };
 
 using RegionBuilder = void (*)(Dag&, const Region&);

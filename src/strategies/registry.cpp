@@ -40,7 +40,7 @@ bool is_layer_op(const std::string& op) { return op == "transformer_layer" || op
 
 Region single_region(const Scenario& s, bool gather) {
   const Workload& w = s.workload;
-  Region r{gather ? "ag_mm" : "mm_rs", s.gpus, s.dtype, 0, {}};
+  Region r{gather ? "ag_mm" : "mm_rs", s.gpus, s.dtype, 0, {}, s.software.symm_mem_reduction};
   const std::int64_t rows = w.m / s.gpus;
   const double e = dtype_bytes(s.dtype);
   r.bytes = gather ? static_cast<double>(rows) * w.k * e : static_cast<double>(rows) * w.n_total() * e;

@@ -73,3 +73,18 @@ TEST_CASE("Seed 000's arithmetic: 256 tiles take 2 waves on 132 SMs and 3 with 1
   CHECK(contended / one_wave == Approx(3.0).epsilon(0.05));
   CHECK(contended / alone == Approx(1.5).epsilon(0.05));  // "about 50% longer"
 }
+
+TEST_CASE("fp32 GEMMs run FFMA tiles: small-M time falls with M instead of padding to a tensor-core tile", "[cost][gemm]") {
+  // Skinny fp32 GEMMs (a few rows against a wide, deep weight) as a decomposition makes them.
+  const double t16 = gemm_alone_us(16, 4096, 4096, Dtype::fp32);
+  const double t64 = gemm_alone_us(64, 4096, 4096, Dtype::fp32);
+  const double t256 = gemm_alone_us(256, 4096, 4096, Dtype::fp32);
+  INFO("M=16 " << t16 << " us, M=64 " << t64 << " us, M=256 " << t256 << " us");
+  CHECK(t16 < t64);
+  CHECK(t64 < t256);
+  const auto plan = plan_gemm({16, 4096, 4096, Dtype::fp32}, h100());
+  CHECK(plan.tile.m <= 32);  // no 64-row tensor-core tile for fp32
+  CHECK(plan.tile.k == 8);
+  // bf16 keeps its tensor-core tiles.
+  CHECK(plan_gemm({16, 4096, 4096, Dtype::bf16}, h100()).tile.k == 64);
+}

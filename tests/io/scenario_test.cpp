@@ -55,6 +55,10 @@ TEST_CASE("Bad scenarios are rejected with the JSON path and the problem", "[io]
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 1, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1}})"),
              Contains("$.gpus: allgather_matmul needs at least 2 GPUs"));
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16"})"), Contains("$: missing required key \"workload\""));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}, "software": {"symm_mem_reduction": "torch_sum"}})"),
+             Contains("$.software.symm_mem_reduction: unknown reduction \"torch_sum\" (aten_sum or triton)"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}, "software": {"symm_mem_reduce": "triton"}})"),
+             Contains("$.software: unknown key \"symm_mem_reduce\" (did you mean \"symm_mem_reduction\"?)"));
   // Found by fuzzing: a number too large for a double is bad input, not an internal error.
   CHECK_THAT(error_of(R"({"gpus": 66666666e66666666666666666666666666666666})"), Contains("scenario: malformed JSON: number overflow"));
 }
@@ -72,6 +76,15 @@ TEST_CASE("Bad hardware files name the JSON path of the problem", "[io][hardware
   broken = hw;
   broken["gemm"]["tiles"][0]["shape"] = "128by256";
   CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.gemm.tiles[0].shape: must look like"));
+  broken = hw;
+  broken["gemm"]["tiles"][0]["dtypes"] = Json::array({"bf61"});
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.gemm.tiles[0].dtypes[0]: unknown dtype \"bf61\""));
+  broken = hw;
+  for (auto& t : broken["gemm"]["tiles"]) t["dtypes"] = Json::array({"bf16", "fp16", "fp8"});
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.gemm.tiles: no tile serves fp32"));
+  broken = hw;
+  broken["reduction"].erase("triton");
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.reduction: missing required key \"triton\""));
   broken = hw;
   broken["launch"]["host_overhead"]["value"] = -1;
   CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.launch.host_overhead.value: must be positive"));

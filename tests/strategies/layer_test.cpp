@@ -81,7 +81,8 @@ TEST_CASE("Regions are named in the DAG and trace (attention.qkv, ffn.w2 ...)", 
   std::set<std::string> names;
   for (OpId id = 0; id < variant(r, "async_tp").dag.size(); ++id) names.insert(variant(r, "async_tp").dag.op(id).name);
   CHECK(names.count("layer0.attention.qkv.matmul.shard0.0"));
-  CHECK(names.count("layer1.ffn.w2.push.chunk1"));
+  CHECK(names.count("layer1.ffn.w2.pull.from1"));
+  CHECK(names.count("layer1.ffn.w2.reduce"));
   CHECK(names.count("layer0.attention.core"));
 }
 

@@ -16,6 +16,7 @@ namespace tpsim {
 enum class LaunchKind {
   gemm,            // cublasLtMatmul
   elementwise,     // a memory-bound kernel of tpsim's own
+  reduction,       // sum of stacked partials, fp32 accumulation (tpsim's own kernel)
   attention,       // flash-attention-shaped kernel
   fused_gemm,      // persistent ring GEMM (not run by the CUDA backend yet)
   memcpy_peer,     // cudaMemcpyPeerAsync (copy engine)

@@ -53,6 +53,11 @@ struct AttentionOp {  // flash attention on this rank's heads (GQA: fewer KV hea
 struct ElementwiseOp {  // memory-bound SM kernel (local copy, reduction)
   double bytes_read = 0, bytes_written = 0;
 };
+struct ReduceOp {  // sums `inputs` stacked partials (each `out_bytes`) into one output, fp32 accumulation
+  int inputs = 0;
+  double out_bytes = 0;
+  ReductionKernel kernel = ReductionKernel::aten_sum;
+};
 struct RecordOp {
   int event = 0;
 };
@@ -61,7 +66,7 @@ struct WaitOp {
 };
 
 using OpPayload = std::variant<GemmOp, CopyOp, CollectiveOp, BarrierOp, SendRecvOp, FusedRingGemmOp, AttentionOp,
-                               ElementwiseOp, RecordOp, WaitOp>;
+                               ElementwiseOp, ReduceOp, RecordOp, WaitOp>;
 
 struct Op {
   std::string name;  // e.g. "ag_mm.step3.matmul"

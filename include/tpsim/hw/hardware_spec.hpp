@@ -27,11 +27,13 @@ struct SmSpec {
 
 struct GemmTile {
   int m = 0, n = 0, k = 0;
-  double mainloop_efficiency = 0;  // fraction of tensor peak the K loop sustains with this tile
+  double mainloop_efficiency = 0;  // fraction of the dtype's peak the K loop sustains with this tile
+  unsigned dtypes = ~0u;           // bit per Dtype this kernel family serves (tensor-core tiles are not fp32's)
+  bool serves(Dtype d) const { return (dtypes >> static_cast<int>(d)) & 1u; }
 };
 
 struct GemmSpec {
-  std::vector<GemmTile> tiles;  // candidate set, in the order the heuristic prefers on ties
+  std::vector<GemmTile> tiles;  // candidate set, in the order the heuristic prefers on ties; each dtype has at least one
   BlockResources block;
   Tick block_prologue = 0;  // per block: its own pipeline fill and epilogue
   Tick kernel_ramp = 0;     // per kernel: launch across SMs, first fill, last drain (paid by the first blocks)
@@ -105,6 +107,15 @@ struct ElementwiseSpec {
   Tick block_overhead = 0;
 };
 
+// The kernels that may end a decomposed reduce-scatter (a software choice: see
+// the scenario's "software" section), and what one SM processes with each.
+enum class ReductionKernel { aten_sum, triton };
+constexpr int kReductionKernels = 2;
+
+struct ReductionSpec {
+  std::array<double, kReductionKernels> sm_bytes_per_ps{};  // bytes read + written per SM, indexed by ReductionKernel
+};
+
 struct HardwareSpec {
   std::string name;
   std::string description;
@@ -118,6 +129,7 @@ struct HardwareSpec {
   NcclSpec nccl;
   BarrierSpec barrier;
   ElementwiseSpec elementwise;
+  ReductionSpec reduction;
   AttentionSpec attention;
 
   double peak_flops_per_sm_per_ps(Dtype d) const {

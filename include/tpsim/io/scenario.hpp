@@ -38,6 +38,14 @@ struct Workload {
   }
 };
 
+// Which implementation of the software the scenario stands for, where it changed
+// across releases (README, "software").
+struct SoftwareChoices {
+  // The sum that ends PyTorch's fused_matmul_reduce_scatter: torch.sum until
+  // pytorch/pytorch PR 191803 (Aug 2026), a Triton kernel after it.
+  ReductionKernel symm_mem_reduction = ReductionKernel::aten_sum;
+};
+
 struct Scenario {
   std::string name;
   std::string hardware_ref;  // as written
@@ -46,6 +54,7 @@ struct Scenario {
   Dtype dtype = Dtype::bf16;
   Workload workload;
   std::vector<std::string> variants;
+  SoftwareChoices software;
   Json workload_json;  // echoed into results
 };
 

@@ -1,0 +1,24 @@
+#pragma once
+// Reductions over stacked partials (the sum that ends a decomposed matmul ->
+// reduce-scatter): a grid-stride kernel like the elementwise ones, but each SM
+// can only process so many bytes per second, because the kernel's index math,
+// conversions and fp32 adds, not HBM, may be what binds (ATen's reduce kernel
+// over a short axis is instruction-bound: pytorch/pytorch PR 191803).
+#include <optional>
+#include <string_view>
+
+#include "tpsim/core/tick.hpp"
+#include "tpsim/cost/elementwise_cost.hpp"
+#include "tpsim/hw/hardware_spec.hpp"
+
+namespace tpsim {
+
+std::string_view reduction_kernel_name(ReductionKernel k);
+std::optional<ReductionKernel> parse_reduction_kernel(std::string_view s);
+
+// One block's time: its share of the bytes at the slower of what its SM can
+// process with this kernel and its share of the HBM left to the SMs.
+Tick reduction_block_time(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw, int memory_blocks_sharing,
+                          double hbm_bytes_per_ps);
+
+}  // namespace tpsim
