@@ -29,10 +29,13 @@ AttentionPlan plan_attention(const AttentionOp& a, const HardwareSpec& hw) {
   return p;
 }
 
-Tick attention_block_time(const AttentionPlan& plan, const HardwareSpec& hw, int memory_blocks, double hbm_bytes_per_ps) {
+BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw) {
   const Tick compute = duration_for(plan.flops_per_block, hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.efficiency);
-  const double share = std::min(hw.memory.sm_max_bytes_per_ps, hbm_bytes_per_ps / std::max(1, memory_blocks));
-  return hw.gemm.block_prologue + std::max(compute, duration_for(plan.bytes_per_block, share));
+  return BlockWork{hw.gemm.block_prologue, compute, plan.bytes_per_block, hw.memory.sm_max_bytes_per_ps};
+}
+
+Tick attention_block_time(const AttentionPlan& plan, const HardwareSpec& hw, int memory_blocks, double hbm_bytes_per_ps) {
+  return attention_block_work(plan, hw).time_at(hbm_bytes_per_ps / std::max(1, memory_blocks));
 }
 
 }  // namespace tpsim

@@ -15,11 +15,13 @@ ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw) {
   return plan;
 }
 
+BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw) {
+  return BlockWork{hw.elementwise.block_overhead, 0, plan.bytes_per_block, hw.memory.sm_max_bytes_per_ps / hw.elementwise.blocks_per_sm};
+}
+
 Tick elementwise_block_time(const ElementwisePlan& plan, const HardwareSpec& hw, int memory_blocks_sharing,
                             double hbm_bytes_per_ps) {
-  const double share = hbm_bytes_per_ps / std::max(1, memory_blocks_sharing);
-  const double rate = std::min(hw.memory.sm_max_bytes_per_ps / hw.elementwise.blocks_per_sm, share);
-  return hw.elementwise.block_overhead + duration_for(plan.bytes_per_block, rate);
+  return elementwise_block_work(plan, hw).time_at(hbm_bytes_per_ps / std::max(1, memory_blocks_sharing));
 }
 
 }  // namespace tpsim

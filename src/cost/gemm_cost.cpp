@@ -28,15 +28,16 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
 
 }  // namespace
 
-Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing, double hbm_bytes_per_ps) {
+BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw) {
   const double flops_rate = hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.tile.mainloop_efficiency;
-  const double hbm_share = hbm_bytes_per_ps / std::max(1, memory_blocks_sharing);
-  const double byte_rate = std::min(hw.memory.sm_max_bytes_per_ps, hbm_share);
   // The K loop is pipelined: loads for stage i+1 overlap the MMAs of stage i, so
   // the block is bound by the slower of the two, plus its fixed prologue/epilogue.
-  const Tick compute = duration_for(plan.flops_per_block, flops_rate);
-  const Tick memory = duration_for(plan.hbm_bytes_per_block, byte_rate);
-  return hw.gemm.block_prologue + std::max(compute, memory);
+  return BlockWork{hw.gemm.block_prologue, duration_for(plan.flops_per_block, flops_rate), plan.hbm_bytes_per_block,
+                   hw.memory.sm_max_bytes_per_ps};
+}
+
+Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing, double hbm_bytes_per_ps) {
+  return gemm_block_work(plan, hw).time_at(hbm_bytes_per_ps / std::max(1, memory_blocks_sharing));
 }
 
 Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms) {

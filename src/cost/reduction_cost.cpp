@@ -18,12 +18,14 @@ std::optional<ReductionKernel> parse_reduction_kernel(std::string_view s) {
   return std::nullopt;
 }
 
+BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw) {
+  const double sm_rate = std::min(hw.reduction.sm_bytes_per_ps[static_cast<int>(kernel)], hw.memory.sm_max_bytes_per_ps);
+  return BlockWork{hw.elementwise.block_overhead, 0, plan.bytes_per_block, sm_rate / hw.elementwise.blocks_per_sm};
+}
+
 Tick reduction_block_time(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw, int memory_blocks_sharing,
                           double hbm_bytes_per_ps) {
-  const double per_block = static_cast<double>(hw.elementwise.blocks_per_sm);
-  const double sm_rate = std::min(hw.reduction.sm_bytes_per_ps[static_cast<int>(kernel)], hw.memory.sm_max_bytes_per_ps);
-  const double share = hbm_bytes_per_ps / std::max(1, memory_blocks_sharing);
-  return hw.elementwise.block_overhead + duration_for(plan.bytes_per_block, std::min(sm_rate / per_block, share));
+  return reduction_block_work(plan, kernel, hw).time_at(hbm_bytes_per_ps / std::max(1, memory_blocks_sharing));
 }
 
 }  // namespace tpsim

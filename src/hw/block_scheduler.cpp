@@ -9,8 +9,8 @@
 
 namespace tpsim {
 
-BlockScheduler::BlockScheduler(Simulator& sim, const SmSpec& spec)
-    : sim_(sim), capacity_(spec.capacity), sms_(static_cast<std::size_t>(spec.count)),
+BlockScheduler::BlockScheduler(Simulator& sim, const SmSpec& spec, double hbm_bytes_per_ps)
+    : sim_(sim), hbm_(sim, hbm_bytes_per_ps), capacity_(spec.capacity), sms_(static_cast<std::size_t>(spec.count)),
       is_freed_(sms_.size(), 0) {
   for (int i = 0; i < spec.count; ++i) all_sms_.push_back(i);
 }
@@ -118,11 +118,6 @@ void BlockScheduler::dispatch() {
                                    [&](KernelId id) { return kernels_[static_cast<std::size_t>(id)].undispatched == 0; }),
                     resident_.end());
     if (placements.empty()) break;
-    // Durations are set once everything placed now is counted as drawing memory.
-    for (const Placement& p : placements) {
-      const Kernel& k = kernels_[static_cast<std::size_t>(p.kernel)];
-      if (k.req.draws_memory) memory_blocks_ += static_cast<int>(groups_[static_cast<std::size_t>(p.group)].size());
-    }
     notify_busy();
     for (std::size_t pi = 0; pi < placements.size(); ++pi) {
       const Placement p = placements[pi];  // callbacks below may relaunch and reuse placements_
@@ -141,11 +136,23 @@ void BlockScheduler::dispatch() {
         if (k.undispatched == 0 && k.req.on_resident) k.req.on_resident();
         continue;
       }
-      const Tick d = k.req.block_time(memory_blocks_);
-      sim_.schedule_after(d, [this, id = p.kernel, group = p.group] { finish_group(id, group); });
+      run_group(p.kernel, p.group);
     }
   } while (redispatch_);
   dispatching_ = false;
+}
+
+void BlockScheduler::run_group(KernelId id, int group) {
+  Kernel& k = kernels_[static_cast<std::size_t>(id)];
+  if (!k.req.draws_memory) {
+    sim_.schedule_after(k.req.block_time(), [this, id, group] { finish_group(id, group); });
+    return;
+  }
+  BlockWork work = k.req.block_work();
+  const Tick prologue = work.fixed;
+  work.fixed = 0;
+  const int n = static_cast<int>(groups_[static_cast<std::size_t>(group)].size());
+  sim_.schedule_after(prologue, [this, id, group, n, work] { hbm_.add(n, work, [this, id, group] { finish_group(id, group); }); });
 }
 
 void BlockScheduler::finish_group(KernelId id, int group) {
@@ -159,14 +166,13 @@ void BlockScheduler::finish_group(KernelId id, int group) {
     k.undispatched -= n;
     blocks_dispatched_ += n;
     if (k.undispatched == 0) resident_.erase(resident_.begin());
-    sim_.schedule_after(k.req.block_time(memory_blocks_), [this, id, group] { finish_group(id, group); });
+    run_group(id, group);
     return;
   }
   for (int sm : sms) occupy(sm, k.req.block, -1), mark_freed(sm);
   const auto n = static_cast<std::int64_t>(sms.size());
   free_groups_.push_back(group);
   k.running -= n;
-  if (k.req.draws_memory) memory_blocks_ -= static_cast<int>(n);
   notify_busy();
   if (k.undispatched == 0 && k.running == 0) complete(id);
   dispatch();
@@ -176,7 +182,6 @@ void BlockScheduler::release(KernelId id) {
   Kernel& k = kernels_[static_cast<std::size_t>(id)];
   if (!k.req.held || k.undispatched != 0) throw std::logic_error("release of a kernel that is not held resident");
   for (int sm : k.held_sms) occupy(sm, k.req.block, -1), mark_freed(sm);
-  if (k.req.draws_memory) memory_blocks_ -= static_cast<int>(k.held_sms.size());
   k.running = 0;
   k.held_sms.clear();
   notify_busy();

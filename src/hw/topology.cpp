@@ -1,6 +1,7 @@
 #include "tpsim/hw/topology.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -8,12 +9,26 @@
 
 namespace tpsim {
 
-Topology::Topology(const FabricSpec& spec, int gpus)
+Topology::Topology(const FabricSpec& spec, int gpus, double hbm_bytes_per_ps)
     : gpus_(gpus), per_node_(spec.topology == "multi_node" ? spec.gpus_per_node : gpus), routes_(static_cast<std::size_t>(gpus) * static_cast<std::size_t>(gpus)) {
   if (spec.topology == "switch" || spec.topology == "multi_node") build_switched_nodes(spec);
   else if (spec.topology == "pairs") build_pairs(spec);
   else if (spec.topology == "ring") build_ring(spec);
   else throw std::logic_error("unknown topology " + spec.topology);
+  if (std::isfinite(hbm_bytes_per_ps)) add_hbm(hbm_bytes_per_ps);
+}
+
+// Appended after the links, so a route's first resource stays its first hop.
+void Topology::add_hbm(double bytes_per_ps) {
+  std::vector<int> hbm;
+  for (int g = 0; g < gpus_; ++g) hbm.push_back(add(fmt::format("GPU {} HBM", g), bytes_per_ps));
+  for (int s = 0; s < gpus_; ++s)
+    for (int d = 0; d < gpus_; ++d)
+      if (s != d) {
+        auto& r = routes_[static_cast<std::size_t>(s * gpus_ + d)].resources;
+        r.push_back(hbm[static_cast<std::size_t>(s)]);
+        r.push_back(hbm[static_cast<std::size_t>(d)]);
+      }
 }
 
 int Topology::add(const std::string& name, double capacity) {

@@ -21,7 +21,7 @@ void add_sample(std::vector<Sample>& samples, Tick t, double v) {
 }  // namespace
 
 Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
-    : dag_(dag), hw_(hw), fabric_(sim_, Topology(hw.fabric, dag.ranks())), rendezvous_(dag),
+    : dag_(dag), hw_(hw), fabric_(sim_, Topology(hw.fabric, dag.ranks(), hw.memory.hbm_bytes_per_ps)), rendezvous_(dag),
       kernel_of_(dag.size(), -1), waiters_(dag.size()) {
   tl_.ops.resize(dag.size());
   tl_.detailed = detailed;
@@ -31,11 +31,13 @@ Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
   tl_.egress_rate.resize(static_cast<std::size_t>(dag.ranks()));
   fabric_.set_rate_observer([this](Tick t, int g, double out, double in) {
     if (tl_.detailed) add_sample(tl_.egress_rate[static_cast<std::size_t>(g)], t, out);
-    ranks_[static_cast<std::size_t>(g)].nvlink_bytes_per_ps = out + in;
+    RankState& rs = ranks_[static_cast<std::size_t>(g)];
+    rs.nvlink_bytes_per_ps = out + in;
+    rs.sms->set_hbm_capacity(hbm_left(g));
   });
   for (int r = 0; r < dag.ranks(); ++r) {
     RankState rs;
-    rs.sms = std::make_unique<BlockScheduler>(sim_, hw.sm);
+    rs.sms = std::make_unique<BlockScheduler>(sim_, hw.sm, hw.memory.hbm_bytes_per_ps);
     rs.sms->set_busy_observer([this, r](Tick t, int busy) { on_busy_change(r, t, busy); });
     rs.copies = std::make_unique<CopyEngines>(sim_, fabric_, hw.copy_engines);
     rs.streams.resize(static_cast<std::size_t>(dag.streams(r)));
@@ -154,9 +156,9 @@ void Machine::on_busy_change(int rank, Tick t, int busy) {
   if (tl_.detailed) add_sample(tl_.busy_sms[static_cast<std::size_t>(rank)], t, busy);
 }
 
+// Link traffic is capped by HBM on the fabric (Topology), so this never goes below zero.
 double Machine::hbm_left(int rank) const {
-  const double total = hw_.memory.hbm_bytes_per_ps;
-  return std::max(0.1 * total, total - ranks_[static_cast<std::size_t>(rank)].nvlink_bytes_per_ps);
+  return std::max(0.0, hw_.memory.hbm_bytes_per_ps - ranks_[static_cast<std::size_t>(rank)].nvlink_bytes_per_ps);
 }
 
 // After a run: bytes conserved, and no op before its dependencies.

@@ -42,10 +42,11 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   req.blocks = plan.blocks;
   req.draws_memory = true;
   // The kernel's ramp is paid by the blocks placed first; later waves run at pace.
-  req.block_time = [plan, this, rank = dag_.op(id).rank, first = true](int mem) mutable {
-    const Tick ramp = first ? hw_.gemm.kernel_ramp : 0;
+  req.block_work = [work = gemm_block_work(plan, hw_), ramp = hw_.gemm.kernel_ramp, first = true]() mutable {
+    BlockWork w = work;
+    if (first) w.fixed += ramp;
     first = false;
-    return ramp + gemm_block_time(plan, hw_, mem, hbm_left(rank));
+    return w;
   };
 }
 
@@ -55,9 +56,7 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  req.block_time = [plan, this, rank = dag_.op(id).rank](int mem) {
-    return elementwise_block_time(plan, hw_, mem, hbm_left(rank));
-  };
+  req.block_work = [work = elementwise_block_work(plan, hw_)] { return work; };
 }
 
 void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
@@ -66,9 +65,7 @@ void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  req.block_time = [plan, kernel = r.kernel, this, rank = dag_.op(id).rank](int mem) {
-    return reduction_block_time(plan, kernel, hw_, mem, hbm_left(rank));
-  };
+  req.block_work = [work = reduction_block_work(plan, r.kernel, hw_)] { return work; };
 }
 
 void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req) {
@@ -77,9 +74,7 @@ void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req
   req.block = hw_.gemm.block;  // FA3 is a warp-specialized Hopper kernel like the GEMMs
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  req.block_time = [plan, this, rank = dag_.op(id).rank](int mem) {
-    return attention_block_time(plan, hw_, mem, hbm_left(rank));
-  };
+  req.block_work = [work = attention_block_work(plan, hw_)] { return work; };
 }
 
 BlockResources Machine::nccl_block(const NcclProtocol& p) const {

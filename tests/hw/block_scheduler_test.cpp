@@ -14,7 +14,7 @@ KernelRequest timed(std::int64_t blocks, Tick per_block, Tick* done_at, Simulato
   KernelRequest k;
   k.block = kGemmBlock;
   k.blocks = blocks;
-  k.block_time = [per_block](int) { return per_block; };
+  k.block_time = [per_block] { return per_block; };
   k.on_complete = [done_at, &sim] { *done_at = sim.now(); };
   return k;
 }
@@ -81,7 +81,7 @@ TEST_CASE("Small blocks share an SM while resources last", "[hw][scheduler]") {
   KernelRequest k;
   k.block = BlockResources{512, 512 * 32, 0, 1};  // 4 fit by threads (2048)
   k.blocks = 8;
-  k.block_time = [](int) { return Tick{50}; };
+  k.block_time = [] { return Tick{50}; };
   Tick done = -1;
   k.on_complete = [&] { done = sim.now(); };
   sched.launch(std::move(k));
@@ -89,19 +89,19 @@ TEST_CASE("Small blocks share an SM while resources last", "[hw][scheduler]") {
   CHECK(done == 100);
 }
 
-TEST_CASE("Memory-drawing blocks see how many others share HBM", "[hw][scheduler]") {
+TEST_CASE("Memory-drawing blocks stream from the HBM pool after their prologue", "[hw][scheduler]") {
   Simulator sim;
-  BlockScheduler sched(sim, small_gpu(132));
-  std::vector<int> seen;
+  // 1 byte/ps of HBM; 140 blocks of 1e6 bytes each, 10 ps prologue, at most 0.1 byte/ps per block.
+  BlockScheduler sched(sim, small_gpu(132), 1.0);
+  Tick done = 0;
   KernelRequest k;
   k.block = kGemmBlock;
   k.blocks = 140;
   k.draws_memory = true;
-  k.block_time = [&](int mem) {
-    seen.push_back(mem);
-    return Tick{10};
-  };
+  k.block_work = [] { return BlockWork{10, 0, 1e6, 0.1}; };
+  k.on_complete = [&] { done = sim.now(); };
   sched.launch(std::move(k));
   sim.run();
-  CHECK(seen == std::vector<int>{132, 8});
+  // First wave: 132 blocks share 1 byte/ps (each 1/132 < its 0.1 cap): 132e6 ps. Then 8 blocks at their cap: 1e7 ps.
+  CHECK(done == Approx(10 + 132e6 + 10 + 1e7).epsilon(1e-6));
 }

@@ -122,7 +122,8 @@ TEST_CASE("More SMs never make a GEMM slower", "[property]") {
       hw.sm.count = sms;
       const double t = gemm_alone_us(m, n, k, Dtype::bf16, hw);
       INFO(fmt::format("{}x{}x{} on {} SMs: {:.3f} us (fewer SMs: {:.3f})", m, n, k, sms, t, previous));
-      CHECK(t <= previous * (1 + 1e-9));
+      // HBM re-timing rounds each stream's end up to a whole picosecond: allow 10 ps.
+      CHECK(t <= previous * (1 + 1e-9) + 1e-5);
       previous = t;
     }
   }

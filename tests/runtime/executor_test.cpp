@@ -76,8 +76,7 @@ TEST_CASE("A barrier that one rank never reaches ends with a clear error, not a 
 
 TEST_CASE("Peer traffic into a GPU takes HBM bandwidth from its memory-bound kernels", "[runtime][hbm]") {
   // A 64-row GEMM against a 58.7 MB weight is HBM-bound; a copy engine writing
-  // ~396 GB/s into the same HBM leaves it less. (Block durations are fixed when
-  // blocks are placed, so the copy is issued first to be running by then.)
+  // ~396 GB/s into the same HBM leaves it less for as long as the copy runs.
   const GemmOp skinny{{64, 3584, 8192, Dtype::bf16}};
   Dag alone(2);
   const OpId a = alone.add(0, 0, "gemm", skinny);
@@ -88,4 +87,41 @@ TEST_CASE("Peer traffic into a GPU takes HBM bandwidth from its memory-bound ker
   const double t_busy = op_us(execute(busy, h100()), b);
   const double hbm = h100().memory.hbm_bytes_per_ps, link = h100().fabric.nvlink.bytes_per_ps;
   CHECK(t_busy / t_alone == Approx(hbm / (hbm - link)).epsilon(0.03));
+}
+
+TEST_CASE("A kernel slowed by a copy speeds up again when the copy ends (HBM is re-timed, not sampled)", "[runtime][hbm]") {
+  // The copy is short next to the memory-bound GEMM: only the overlap pays.
+  const GemmOp skinny{{64, 3584, 8192, Dtype::bf16}};
+  Dag alone(2);
+  const OpId a = alone.add(0, 0, "gemm", skinny);
+  Dag busy(2);
+  busy.add(0, 1, "copy", CopyOp{1, 0, 5e6});
+  const OpId b = busy.add(0, 0, "gemm", skinny);
+  const double t_alone = op_us(execute(alone, h100()), a);
+  const double t_busy = op_us(execute(busy, h100()), b);
+  const double hbm = h100().memory.hbm_bytes_per_ps, link = h100().fabric.nvlink.bytes_per_ps;
+  CHECK(t_busy > t_alone);
+  CHECK(t_busy < 0.5 * (t_alone + t_alone * hbm / (hbm - link)));  // far from paying the copy's share throughout
+}
+
+TEST_CASE("Two memory-bound kernels on two streams never move their bytes faster than HBM", "[runtime][hbm]") {
+  Dag dag(1);
+  const ElementwiseOp big{4e9, 4e9};
+  const OpId a = dag.add(0, 0, "a", big);
+  const OpId b = dag.add(0, 1, "b", big);
+  const Timeline tl = execute(dag, h100());
+  const Tick start = std::min(tl.ops[a].start, tl.ops[b].start), end = std::max(tl.ops[a].end, tl.ops[b].end);
+  const double bytes = 2 * (big.bytes_read + big.bytes_written);
+  CHECK(bytes / static_cast<double>(end - start) <= h100().memory.hbm_bytes_per_ps * (1 + 1e-9));
+  CHECK(bytes / static_cast<double>(end - start) > 0.97 * h100().memory.hbm_bytes_per_ps);  // and leave none of it idle
+}
+
+TEST_CASE("Links faster than HBM carry no more than HBM can read and write", "[runtime][hbm]") {
+  HardwareSpec fast = h100();
+  fast.fabric.nvlink.bytes_per_ps = 4 * fast.memory.hbm_bytes_per_ps;
+  fast.copy_engines.bytes_per_ps = 8 * fast.memory.hbm_bytes_per_ps;
+  Dag dag(2);
+  const OpId c = dag.add(0, 0, "copy", CopyOp{0, 1, 4e9});
+  const Timeline tl = execute(dag, fast);
+  CHECK(4e9 / static_cast<double>(tl.ops[c].end - tl.ops[c].start) <= fast.memory.hbm_bytes_per_ps * (1 + 1e-6));
 }

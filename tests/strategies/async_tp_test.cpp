@@ -134,3 +134,16 @@ TEST_CASE("The reduce-scatter's final sum: the Triton generation beats torch.sum
   CHECK(reduce_us(aten) > 1.2 * reduce_us(triton));
   CHECK(makespan_us(triton, "async_tp") < makespan_us(aten, "async_tp"));
 }
+
+TEST_CASE("Async TP takes longer for more rows: no dip where two streams' memory-bound submatmuls overlap", "[strategies][async_tp]") {
+  // Found at k = 8192, n = 3584: m = 1024 took longer than m = 2048 while HBM shares were
+  // fixed when blocks were placed (blocks of the later submatmul kept a half share after
+  // the earlier one ended).
+  double previous = 0;
+  for (std::int64_t m : {512, 1024, 2048, 4096, 8192}) {
+    const double t = makespan_us(simulate(ag_scenario(m, 8192, 3584, 8, R"("async_tp")")), "async_tp");
+    INFO("m = " << m << ": " << t << " us, previous " << previous);
+    CHECK(t > previous);
+    previous = t;
+  }
+}

@@ -6,6 +6,7 @@
 
 #include "tpsim/core/tick.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
+#include "tpsim/hw/hbm_pool.hpp"
 
 namespace tpsim {
 
@@ -25,6 +26,7 @@ double attention_flops(const AttentionOp& a);
 // Q, K, V, O (+ dO, dQ, dK, dV backward) read or written once.
 double attention_bytes(const AttentionOp& a);
 AttentionPlan plan_attention(const AttentionOp& a, const HardwareSpec& hw);
+BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw);
 Tick attention_block_time(const AttentionPlan& plan, const HardwareSpec& hw, int memory_blocks, double hbm_bytes_per_ps);
 
 }  // namespace tpsim

@@ -5,6 +5,7 @@
 
 #include "tpsim/core/tick.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
+#include "tpsim/hw/hbm_pool.hpp"
 
 namespace tpsim {
 
@@ -14,6 +15,7 @@ struct ElementwisePlan {
 };
 
 ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw);
+BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw);
 Tick elementwise_block_time(const ElementwisePlan& plan, const HardwareSpec& hw, int memory_blocks_sharing,
                             double hbm_bytes_per_ps);
 

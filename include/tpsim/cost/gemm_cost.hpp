@@ -6,6 +6,7 @@
 
 #include "tpsim/core/tick.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
+#include "tpsim/hw/hbm_pool.hpp"
 
 namespace tpsim {
 
@@ -25,6 +26,9 @@ struct GemmPlan {
   double hbm_bytes = 0;         // A + B + C (+ split-K partials), read or written once per kernel
   double hbm_bytes_per_block = 0;
 };
+
+// What one block does: its prologue, its math at the tile's rate, its share of A+B+C.
+BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw);
 
 // One block's time given how many memory-drawing blocks share the HBM bandwidth
 // left to the SMs (`hbm_bytes_per_ps`: the sustained HBM rate less what copy

@@ -8,27 +8,32 @@
 //
 // Blocks of one kernel placed at the same instant share one completion event
 // (they have the same duration), so a 132-block wave costs one event, not 132.
+// Blocks that draw memory stream from the GPU's HBM pool after their prologue:
+// their duration is re-timed whenever what they share it with changes.
 // A kernel that has already looked at every SM only looks again at the SMs freed
 // since (no other SM can have gained room), so dispatch costs O(freed SMs).
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <deque>
 #include <vector>
 
 #include "tpsim/core/simulator.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
+#include "tpsim/hw/hbm_pool.hpp"
 
 namespace tpsim {
 
 struct KernelRequest {
   BlockResources block;
   std::int64_t blocks = 0;
-  bool draws_memory = false;  // shares HBM bandwidth with other memory-drawing blocks
+  bool draws_memory = false;  // streams from HBM: `block_work`, else `block_time`
   // Held kernels (NCCL channels, barriers) keep their blocks until release().
   bool held = false;
-  // Duration of blocks placed together, given the memory-drawing blocks running then.
-  std::function<Tick(int memory_blocks)> block_time;
+  // What blocks placed together do: asked once per placement (a kernel's first blocks may pay a ramp).
+  std::function<Tick()> block_time;       // kernels that draw no memory: their duration
+  std::function<BlockWork()> block_work;  // memory-drawing kernels: prologue, math, bytes
   std::function<void()> on_first_block;  // first block placed
   std::function<void()> on_resident;     // held: every block placed
   std::function<void()> on_complete;     // last block finished (or released)
@@ -38,12 +43,16 @@ class BlockScheduler {
  public:
   using KernelId = int;
 
-  BlockScheduler(Simulator& sim, const SmSpec& spec);
+  // `hbm_bytes_per_ps`: what memory-drawing blocks share (infinite: no limit).
+  BlockScheduler(Simulator& sim, const SmSpec& spec, double hbm_bytes_per_ps = std::numeric_limits<double>::infinity());
 
   // The id is valid until the kernel completes; then it may be reused.
   KernelId launch(KernelRequest req);
   void release(KernelId id);  // for held kernels, once all blocks are resident
 
+  // The HBM left to the SMs changed (link traffic reads and writes it too).
+  void set_hbm_capacity(double bytes_per_ps) { hbm_.set_capacity(bytes_per_ps); }
+  const HbmPool& hbm() const { return hbm_; }
   int busy_sms() const { return busy_sms_; }
   int sm_count() const { return static_cast<int>(sms_.size()); }
   std::int64_t blocks_dispatched() const { return blocks_dispatched_; }
@@ -76,11 +85,13 @@ class BlockScheduler {
   void place_blocks(Kernel& k, KernelId id, const std::vector<int>& candidates, std::vector<Placement>& out);
   void mark_freed(int sm);
   int new_group();
+  void run_group(KernelId id, int group);  // start the blocks of a placement
   void finish_group(KernelId id, int group);
   void complete(KernelId id);
   void notify_busy();
 
   Simulator& sim_;
+  HbmPool hbm_;
   BlockResources capacity_;
   std::vector<Sm> sms_;
   std::deque<Kernel> kernels_;
@@ -93,7 +104,6 @@ class BlockScheduler {
   std::vector<int> freed_;       // SMs that gained room since the last dispatch
   std::vector<char> is_freed_;
   int busy_sms_ = 0;
-  int memory_blocks_ = 0;
   std::int64_t blocks_dispatched_ = 0;
   bool dispatching_ = false;
   bool redispatch_ = false;

@@ -7,6 +7,10 @@
 //   ring:       NVLink only to the two ring neighbours; farther GPUs are reached
 //               hop by hop through the ones in between.
 //   multi_node: NVSwitch inside each node of `gpus_per_node`, one NIC per GPU between nodes.
+// Every transfer also reads its source GPU's HBM and writes its destination's:
+// with a finite HBM bandwidth each GPU's HBM is a resource on every route that
+// starts or ends there (link traffic goes first; SMs share what it leaves).
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,7 +26,7 @@ struct Route {
 
 class Topology {
  public:
-  Topology(const FabricSpec& spec, int gpus);
+  Topology(const FabricSpec& spec, int gpus, double hbm_bytes_per_ps = std::numeric_limits<double>::infinity());
 
   int gpus() const { return gpus_; }
   int resources() const { return static_cast<int>(capacity_.size()); }
@@ -43,6 +47,7 @@ class Topology {
   void build_switched_nodes(const FabricSpec& spec);  // "switch" and "multi_node"
   void build_pairs(const FabricSpec& spec);
   void build_ring(const FabricSpec& spec);
+  void add_hbm(double bytes_per_ps);
 
   int gpus_;
   int per_node_;

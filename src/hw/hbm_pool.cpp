@@ -1,0 +1,116 @@
+#include "tpsim/hw/hbm_pool.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tpsim/core/invariant.hpp"
+
+namespace tpsim {
+
+Tick BlockWork::time_at(double bytes_per_ps) const {
+  const double rate = std::min(bytes_per_ps, max_bytes_per_ps);
+  return fixed + std::max(compute, duration_for(bytes, rate));
+}
+
+HbmPool::HbmPool(Simulator& sim, double capacity_bytes_per_ps) : sim_(sim), capacity_(capacity_bytes_per_ps) {}
+
+void HbmPool::add(int blocks, const BlockWork& work, Done done) {
+  std::size_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = slots_.size();
+    slots_.emplace_back();
+  }
+  Stream& s = slots_[slot];
+  s = Stream{};
+  s.blocks = blocks;
+  s.work = work;
+  const double by_math = work.compute > 0 ? work.bytes / static_cast<double>(work.compute) : work.max_bytes_per_ps;
+  s.demand = work.bytes > 0 ? std::min(by_math, work.max_bytes_per_ps) : 0.0;
+  s.since = sim_.now();
+  s.done = std::move(done);
+  active_.push_back(slot);
+  demand_ += s.demand * s.blocks;
+  // While every stream runs at its own pace, a newcomer that fits changes no one else.
+  if (!saturated_ && demand_ <= capacity_) {
+    s.rate = s.demand;
+    set_speed(slot);
+    return;
+  }
+  retime();
+}
+
+void HbmPool::set_capacity(double bytes_per_ps) {
+  if (bytes_per_ps == capacity_) return;
+  capacity_ = bytes_per_ps;
+  if (!saturated_ && demand_ <= capacity_) return;
+  retime();
+}
+
+double HbmPool::drawn() const {
+  double sum = 0;
+  for (std::size_t slot : active_) sum += slots_[slot].blocks * slots_[slot].rate;
+  return sum;
+}
+
+void HbmPool::retime() {
+  demand_ = 0;
+  for (std::size_t slot : active_) demand_ += slots_[slot].demand * slots_[slot].blocks;
+  saturated_ = demand_ > capacity_;
+  if (!saturated_) {
+    for (std::size_t slot : active_) slots_[slot].rate = slots_[slot].demand;
+  } else {
+    // Max-min per block: water-fill the capacity over the demands, smallest first.
+    order_ = active_;
+    std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return slots_[a].demand < slots_[b].demand; });
+    double left = capacity_, blocks_left = 0;
+    for (std::size_t slot : order_) blocks_left += slots_[slot].blocks;
+    for (std::size_t slot : order_) {
+      Stream& s = slots_[slot];
+      s.rate = std::min(s.demand, blocks_left > 0 ? left / blocks_left : 0.0);
+      left -= s.rate * s.blocks;
+      blocks_left -= s.blocks;
+    }
+  }
+  if (drawn() > capacity_ * (1 + 1e-9))
+    throw InvariantViolation(fmt::format("HBM draws {:.1f} GB/s of {:.1f}", drawn() * 1e3, capacity_ * 1e3));
+  for (std::size_t slot : active_) set_speed(slot);
+}
+
+void HbmPool::set_speed(std::size_t slot) {
+  Stream& s = slots_[slot];
+  // Pipelined: the slower of its math and its bytes at the granted rate.
+  const double by_bytes = s.work.bytes > 0 ? (s.rate > 0 ? s.rate / s.work.bytes : 0.0) : HUGE_VAL;
+  const double by_math = s.work.compute > 0 ? 1.0 / static_cast<double>(s.work.compute) : HUGE_VAL;
+  const double speed = std::min(by_bytes, by_math);
+  // Unchanged speed: its end is where it was (the common case while HBM is not saturated).
+  if (speed == s.speed && sim_.pending(s.finish)) return;
+  const Tick now = sim_.now();
+  s.progress = std::min(1.0, s.progress + s.speed * static_cast<double>(now - s.since));
+  s.since = now;
+  s.speed = speed;
+  sim_.cancel(s.finish);
+  if (speed == HUGE_VAL || s.progress >= 1.0) {
+    s.finish = sim_.schedule_at(now, [this, slot] { complete(slot); });
+  } else if (speed > 0) {
+    s.finish = sim_.schedule_at(now + duration_for(1.0 - s.progress, speed), [this, slot] { complete(slot); });
+  }  // no bandwidth at all: it waits for the next re-timing
+}
+
+void HbmPool::complete(std::size_t slot) {
+  active_.erase(std::find(active_.begin(), active_.end(), slot));
+  demand_ -= slots_[slot].demand * slots_[slot].blocks;
+  Done done = std::move(slots_[slot].done);
+  slots_[slot] = Stream{};
+  free_.push_back(slot);
+  // Below saturation everyone already runs at its own pace: a leaver frees nothing they could use.
+  if (saturated_ && !active_.empty()) retime();
+  if (active_.empty()) demand_ = 0, saturated_ = false;
+  done();
+}
+
+}  // namespace tpsim
