@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/calibration/validate.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 
 namespace tpsim {
@@ -25,8 +26,14 @@ std::vector<Measurement> load_all(const std::vector<std::string>& files) {
 Calibration calibrate(const CalibrationRequest& req) {
   if (req.measurement_files.empty()) throw InputError("--measurements: give at least one file");
   Calibration c;
-  c.measurements = load_all(req.measurement_files);
   c.validation = load_all(req.validation_files);
+  // Makespans of decomposed ops, fused kernels and layers are never fitted: they are
+  // predicted with the held-out rows instead.
+  for (Measurement& m : load_all(req.measurement_files)) {
+    if (fittable(m)) c.measurements.push_back(std::move(m));
+    else c.validation.push_back(std::move(m)), ++c.not_fitted;
+  }
+  if (c.measurements.empty()) throw InputError("--measurements: nothing op-level to fit (makespans of decomposed ops, fused kernels and layers are validation only)");
   const std::string file = hardware_file_path(req.hardware, "--hardware", "");
   c.hardware = resolve_hardware_json(file);
   const std::string description = c.hardware.value("description", "");

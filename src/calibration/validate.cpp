@@ -37,7 +37,12 @@ std::map<std::string, ClassError> by_class(const std::vector<double>& predicted,
 
 }  // namespace
 
-bool fittable(const Measurement& m) { return m.kind != MeasurementKind::scenario; }
+bool fittable(const Measurement& m) {
+  if (m.kind != MeasurementKind::scenario || !m.op.empty()) return true;
+  // A makespan is op-level only when it is one collective and one GEMM in sequence.
+  const std::string& op = m.scenario->workload.op;
+  return m.scenario->variants.front() == "baseline" && (op == "matmul" || op == "allgather_matmul" || op == "matmul_reducescatter");
+}
 
 Validation validate(const ValidationRequest& req) {
   if (req.files.empty()) throw InputError("validate: give at least one measurement file");

@@ -48,8 +48,11 @@ int calibrate_command(tpsim::CalibrationRequest req, const std::string& output, 
   std::cout << fmt::format("{} measurements from {} file(s); starting from {}\n", c.measurements.size(), req.measurement_files.size(),
                            req.hardware)
             << tpsim::format_fit_report(c.report, c.measurements);
+  if (c.not_fitted > 0)
+    std::cout << fmt::format("not fitted: {} makespan(s) of decomposed ops, fused kernels or layers (validation only: predicted below)\n",
+                             c.not_fitted);
   if (!c.validation.empty())
-    std::cout << fmt::format("held out of the fit: {} measurements from {} file(s)\n", c.validation.size(), req.validation_files.size())
+    std::cout << fmt::format("held out of the fit: {} measurements\n", c.validation.size())
               << tpsim::format_error_table(c.validation_before_us, c.validation_after_us, c.validation);
   write_file(output, c.hardware.dump(2) + "\n");
   std::cout << fmt::format("{}: hardware model \"{}\" (use it as \"hardware\": \"{}\")\n", output, req.name, output);

@@ -34,6 +34,7 @@ check "unknown op" 2 '$.workload.op: unknown op "allgather_matmull" (did you mea
 check "GEMM larger than any GPU" 2 '$.workload: a 16777216 x 16777216 operand' "{$base, \"workload\": {\"op\": \"matmul\", \"m\": 16777216, \"k\": 16777216, \"n\": 16777216}}"
 check "malformed JSON" 2 'malformed JSON' "{$base, \"workload\": "
 check "not an object" 2 '$: must be an object, got array' '[1, 2]'
+check "unknown reduction kernel" 2 '$.software.symm_mem_reduction: unknown reduction "torch_sum" (aten_sum or triton)' "{$base, \"software\": {\"symm_mem_reduction\": \"torch_sum\"}, \"workload\": {\"op\": \"matmul_reducescatter\", \"m\": 4096, \"k\": 4096, \"n\": 4096}}"
 "$tpsim" run "$work/missing.json" > /dev/null 2> "$work/err"; rc=$?
 if [ $rc = 2 ] && grep -q "cannot open file" "$work/err"; then echo "ok missing file"; else echo "FAIL missing file: exit $rc"; fails=$((fails+1)); fi
 "$tpsim" frobnicate > /dev/null 2>&1; rc=$?
@@ -47,6 +48,25 @@ if python3 -c "import json,sys; r=json.load(open('$work/a.json')); assert r['res
 if cmp -s "$work/a.json" "$work/b.json" && cmp -s "$work/a.trace.json" "$work/b.trace.json"; then echo "ok byte-identical rerun"; else echo "FAIL rerun differs"; fails=$((fails+1)); fi
 "$tpsim" run "$root/scenarios/quickstart.json" > "$work/table"
 if grep -q "async_tp" "$work/table" && grep -q "speedup" "$work/table"; then echo "ok table"; else echo "FAIL table"; fails=$((fails+1)); fi
+
+# The software choice is echoed in the result JSON, and changes the reduce-scatter's end.
+printf '%s' "{$base, \"software\": {\"symm_mem_reduction\": \"triton\"}, \"workload\": {\"op\": \"matmul_reducescatter\", \"m\": 16384, \"k\": 3584, \"n\": 8192}, \"variants\": [\"async_tp\"]}" > "$work/rs_triton.json"
+sed 's/"triton"/"aten_sum"/' "$work/rs_triton.json" > "$work/rs_aten.json"
+"$tpsim" run "$work/rs_triton.json" --json "$work/rs_triton.out" > /dev/null && "$tpsim" run "$work/rs_aten.json" --json "$work/rs_aten.out" > /dev/null
+if python3 -c "
+import json
+t = json.load(open('$work/rs_triton.out')); a = json.load(open('$work/rs_aten.out'))
+assert t['software'] == {'symm_mem_reduction': 'triton'} and a['software'] == {'symm_mem_reduction': 'aten_sum'}
+assert t['results'][0]['makespan_us'] < a['results'][0]['makespan_us']
+"; then echo "ok software echoed and used"; else echo "FAIL software choice"; fails=$((fails+1)); fi
+
+# validate: per row and per class, as text and JSON; a bad hardware name is one line, exit 2.
+if "$tpsim" validate --hardware h100_sxm "$root/models/measurements/kraken_h100_async_tp_validation.json" --json "$work/val.json" > "$work/val.txt" \
+   && grep -q "mean|err| as given" "$work/val.txt" \
+   && python3 -c "import json; r = json.load(open('$work/val.json'))['rows']; assert len(r) == 36 and all(x['predicted_us'] > 0 for x in r)"; then
+  echo "ok validate"; else echo "FAIL validate"; cat "$work/val.txt"; fails=$((fails+1)); fi
+"$tpsim" validate --hardware h100_smx "$root/models/measurements/kraken_h100_async_tp_validation.json" > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 2 ] && grep -q 'did you mean "h100_sxm"' "$work/err" && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok validate typo"; else echo "FAIL validate typo: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
 
 # Every shipped scenario runs; hardware list and show work.
 for f in "$root"/scenarios/*.json; do

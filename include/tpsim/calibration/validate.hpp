@@ -27,7 +27,9 @@ struct Validation {
 
 Validation validate(const ValidationRequest& request);
 
-// Whether a measurement may be fitted: op-level physics, not a whole decomposed op, layer or step.
+// Whether a measurement may be fitted: op-level physics (an op, or an op's time inside a
+// scenario, or a baseline's one collective and one GEMM), not the makespan of a
+// decomposed op, a fused kernel, a layer or a step: those are validation only.
 bool fittable(const Measurement& m);
 
 // One row per measurement, then mean and max |error| per op class.

@@ -1,0 +1,84 @@
+// `tpsim validate` and the rule that whole decomposed ops, fused kernels and layers are
+// predicted, never fitted.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "tpsim/calibration/calibrate.hpp"
+#include "tpsim/calibration/validate.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+constexpr const char* kScenarioRow = R"({{"kind": "scenario", "variant": "{}", "time_us": {}, "source": "{}",
+    "scenario": {{"gpus": 4, "dtype": "bf16", "workload": {{"op": "{}", "m": 8192, "k": 4096, "n": 4096}}}}}})";
+
+std::string row(const std::string& variant, const std::string& op, double us, const std::string& source) {
+  return fmt::format(fmt::runtime(kScenarioRow), variant, us, source, op);
+}
+
+// A measurement file in a fresh directory of its own (tests run in parallel).
+std::string write_measurements(const std::string& tag, const std::vector<std::string>& rows) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("tpsim_validate_test_{}_{}", tag, ::getpid());
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "m.json";
+  std::ofstream(file) << R"({"format": "tpsim-measurements", "hardware": "h100_sxm", "measurements": [)"
+                      << fmt::format("{}", fmt::join(rows, ", ")) << "]}";
+  return file.string();
+}
+
+const std::string kGemmA = R"({"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "tflops": 790, "source": "a"})";
+const std::string kGemmB = R"({"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 770, "source": "b"})";
+
+}  // namespace
+
+TEST_CASE("Only op-level measurements may be fitted", "[calibration][validate]") {
+  const auto ms = load_measurements_file(write_measurements(
+      "fittable", {kGemmA, row("baseline", "allgather_matmul", 300, "s"), row("async_tp", "allgather_matmul", 250, "s"),
+                   row("fused", "allgather_matmul", 240, "s")}));
+  REQUIRE(ms.size() == 4);
+  CHECK(fittable(ms[0]));   // a GEMM
+  CHECK(fittable(ms[1]));   // an NCCL collective and a GEMM in sequence
+  CHECK_FALSE(fittable(ms[2]));  // a decomposed op
+  CHECK_FALSE(fittable(ms[3]));  // a fused kernel
+}
+
+TEST_CASE("calibrate predicts decomposed-op makespans with the held-out rows instead of fitting them", "[calibration][validate]") {
+  CalibrationRequest req;
+  req.measurement_files = {write_measurements("calibrate", {kGemmA, kGemmB, row("async_tp", "allgather_matmul", 250, "s")})};
+  req.hardware = "h100_sxm";
+  req.name = "validate_test_model";
+  req.fit.max_evaluations = 20;
+  const Calibration c = calibrate(req);
+  CHECK(c.measurements.size() == 2);
+  CHECK(c.not_fitted == 1);
+  REQUIRE(c.validation.size() == 1);
+  CHECK(c.validation[0].kind == MeasurementKind::scenario);
+  CHECK(c.validation_after_us.size() == 1);
+}
+
+TEST_CASE("validate predicts every row; cross-validation holds each source out of the fit in turn", "[calibration][validate]") {
+  ValidationRequest req;
+  req.files = {write_measurements("cv", {kGemmA, kGemmB, row("async_tp", "allgather_matmul", 250, "s")})};
+  req.hardware = "h100_sxm";
+  req.fit.max_evaluations = 20;
+  const Validation plain = validate(req);
+  REQUIRE(plain.predicted_us.size() == 3);
+  CHECK(plain.held_out_us.empty());
+  for (double p : plain.predicted_us) CHECK(p > 0);
+  req.cross_validate = true;
+  const Validation cv = validate(req);
+  CHECK(cv.sources == std::vector<std::string>{"a", "b", "s"});
+  REQUIRE(cv.held_out_us.size() == 3);
+  for (double p : cv.held_out_us) CHECK(p > 0);
+  // The scenario row is never fitted, so holding its source out changes nothing for it.
+  CHECK(cv.held_out_us[2] != 0);
+  const std::string text = format_validation(cv);
+  CHECK(text.find("leave-one-source-out") != std::string::npos);
+  CHECK(validation_json(cv)["rows"].size() == 3);
+}
