@@ -50,13 +50,15 @@ CriticalPath critical_path(const Dag& dag, const Timeline& tl) {
     const Tick from = best >= 0 ? best_end : t.issued;
     const Tick begin = std::max(from, t.start >= 0 ? std::min(t.start, t.end) : from);
     cp.by_kind[std::string(op_kind_name(dag.op(cur)))] += t.end - begin;
-    // Between its dependency and its start: host issue and launch latency until it reached
-    // the GPU, then queueing for SMs or a copy engine that other work held.
+    // Between its dependency and its start: the host still issuing it, launch latency until
+    // it reached the GPU, then queueing for SMs or a copy engine that other work held.
     const Tick launched = t.launched >= 0 ? std::clamp(t.launched, from, begin) : begin;
-    if (launched > from) cp.by_kind["launch"] += launched - from;
+    const Tick issued = std::clamp(t.issued, from, launched);
+    if (issued > from) cp.by_kind["host"] += issued - from;
+    if (launched > issued) cp.by_kind["launch"] += launched - issued;
     if (begin > launched) cp.by_kind["queued"] += begin - launched;
     if (best < 0) {
-      cp.by_kind["launch"] += tl.ops[cur].issued;  // host time before the first op
+      cp.by_kind["host"] += std::min(tl.ops[cur].issued, from);  // host time before the first op
       break;
     }
     cur = static_cast<OpId>(best);

@@ -37,6 +37,22 @@ bool runs_on_sms(const Op& op) {
          !std::holds_alternative<WaitOp>(op.payload);
 }
 
+std::string_view host_issue_name(HostIssue h) {
+  switch (h) {
+    case HostIssue::compiled: return "compiled";
+    case HostIssue::eager: return "eager";
+    case HostIssue::cuda_graph: return "cuda_graph";
+  }
+  return "?";
+}
+
+std::optional<HostIssue> parse_host_issue(std::string_view s) {
+  if (s == "compiled") return HostIssue::compiled;
+  if (s == "eager") return HostIssue::eager;
+  if (s == "cuda_graph") return HostIssue::cuda_graph;
+  return std::nullopt;
+}
+
 int rendezvous_group(const Op& op) {
   return std::visit(Overloaded{[](const CollectiveOp& c) { return c.group; }, [](const BarrierOp& b) { return b.group; },
                                [](const SendRecvOp& s) { return s.group; }, [](const FusedRingGemmOp& f) { return f.group; },

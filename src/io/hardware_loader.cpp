@@ -202,9 +202,12 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.memory.hbm_bytes_per_ps = mq.get("hbm_bandwidth", "bandwidth") * mq.get("hbm_efficiency", "fraction");
   hw.memory.sm_max_bytes_per_ps = mq.get("sm_max_bandwidth", "bandwidth");
 
-  const ObjectReader launch = root.object("launch", {"host_overhead", "device_latency"});
+  const ObjectReader launch = root.object("launch", {"host_overhead", "eager_op_overhead", "eager_gemm_overhead", "device_latency", "graph_device_latency"});
   hw.launch.host_overhead = Quantities(launch).time("host_overhead");
+  hw.launch.eager_op_overhead = Quantities(launch).time("eager_op_overhead");
+  hw.launch.eager_gemm_overhead = Quantities(launch).time("eager_gemm_overhead");
   hw.launch.device_latency = Quantities(launch).time("device_latency");
+  hw.launch.graph_device_latency = Quantities(launch).time("graph_device_latency");
 
   const ObjectReader ce = root.object("copy_engines", {"count", "p2p_engines", "bandwidth", "latency"});
   const Quantities cq(ce);

@@ -64,7 +64,8 @@ Json result_json(const RunResult& r) {
   j["gpus"] = s.gpus;
   j["dtype"] = std::string(dtype_name(s.dtype));
   j["workload"] = s.workload_json;
-  j["software"] = {{"symm_mem_reduction", std::string(reduction_kernel_name(s.software.symm_mem_reduction))}};
+  j["software"] = {{"symm_mem_reduction", std::string(reduction_kernel_name(s.software.symm_mem_reduction))},
+                   {"op_issue", std::string(host_issue_name(s.software.op_issue))}};
   j["results"] = Json::array();
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;

@@ -126,6 +126,12 @@ SoftwareChoices parse_software(const ObjectReader& r) {
     if (!kernel) fail_at(r.child_path("symm_mem_reduction"), fmt::format("unknown reduction \"{}\" (aten_sum or triton)", k));
     sw.symm_mem_reduction = *kernel;
   }
+  if (r.has("op_issue")) {
+    const std::string how = r.string("op_issue");
+    const auto issue = parse_host_issue(how);
+    if (!issue) fail_at(r.child_path("op_issue"), fmt::format("unknown op issue \"{}\" (compiled, eager or cuda_graph)", how));
+    sw.op_issue = *issue;
+  }
   return sw;
 }
 
@@ -184,7 +190,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   } else {
     s.variants = variants_for(s.workload.op);
   }
-  if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction"}));
+  if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (s.hardware.peak_flops_per_ps[static_cast<int>(s.dtype)] <= 0)

@@ -24,6 +24,7 @@ Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
     : dag_(dag), hw_(hw), fabric_(sim_, Topology(hw.fabric, dag.ranks(), hw.memory.hbm_bytes_per_ps)), rendezvous_(dag),
       kernel_of_(dag.size(), -1), waiters_(dag.size()) {
   tl_.ops.resize(dag.size());
+  device_latency_ = dag.host_issue() == HostIssue::cuda_graph ? hw.launch.graph_device_latency : hw.launch.device_latency;
   tl_.detailed = detailed;
   ring_link_capacity_ = ring_link_capacity();
   tl_.busy_sm_time.assign(static_cast<std::size_t>(dag.ranks()), 0.0);
@@ -70,14 +71,25 @@ StreamState& Machine::stream_of(OpId id) {
 
 // The host thread enqueues in program order and never blocks (no host syncs in these DAGs).
 void Machine::issue_programs() {
+  const HostIssue how = dag_.host_issue();
   for (int r = 0; r < dag_.ranks(); ++r) {
-    Tick host = 0;
+    // A replayed graph costs one launch; its ops then reach the GPU without the host.
+    Tick host = how == HostIssue::cuda_graph ? hw_.launch.host_overhead : 0;
     for (OpId id : dag_.program(r)) {
-      const Op& op = dag_.op(id);
-      if (runs_on_sms(op) || std::holds_alternative<CopyOp>(op.payload)) host += hw_.launch.host_overhead;
+      host += host_cost(dag_.op(id), how);
       tl_.ops[id].issued = host;
     }
   }
+}
+
+Tick Machine::host_cost(const Op& op, HostIssue how) const {
+  if (how == HostIssue::cuda_graph) return 0;
+  const bool launches = runs_on_sms(op) || std::holds_alternative<CopyOp>(op.payload);
+  if (how == HostIssue::compiled) return launches ? hw_.launch.host_overhead : 0;
+  // Eager: every op goes through Python and the dispatcher; an event record or
+  // wait (a stream join) is one CUDA call.
+  if (std::holds_alternative<GemmOp>(op.payload)) return hw_.launch.eager_gemm_overhead;
+  return launches ? hw_.launch.eager_op_overhead : hw_.launch.host_overhead;
 }
 
 void Machine::advance(int rank, int stream) {
@@ -108,7 +120,7 @@ void Machine::advance(int rank, int stream) {
     }
     s.busy = true;
     if (const auto* c = std::get_if<CopyOp>(&op.payload)) start_copy(id, *c);
-    else sim_.schedule_after(hw_.launch.device_latency, [this, id] { launch_kernel(id); });
+    else sim_.schedule_after(device_latency_, [this, id] { launch_kernel(id); });
     return;
   }
 }

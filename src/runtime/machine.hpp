@@ -44,6 +44,7 @@ class Machine {
   // executor.cpp
   StreamState& stream_of(OpId id);
   void issue_programs();
+  Tick host_cost(const Op& op, HostIssue how) const;
   void advance(int rank, int stream);
   void complete_now(OpId id);
   void finish(OpId id);
@@ -86,6 +87,7 @@ class Machine {
   std::vector<std::vector<std::pair<int, int>>> waiters_;
   Timeline tl_;
   double ring_link_capacity_ = 0;  // constant for a run: computed once
+  Tick device_latency_ = 0;        // per kernel: from a stream or from a replayed graph
 };
 
 }  // namespace tpsim::runtime_detail

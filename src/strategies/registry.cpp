@@ -71,6 +71,7 @@ Dag build_dag(const Scenario& s, const std::string& variant) {
   const Variant* v = find_variant(variant);
   if (!v || !supports(s.workload.op, variant)) throw std::logic_error("no strategy for " + s.workload.op + " / " + variant);
   Dag dag(s.gpus);
+  dag.set_host_issue(s.software.op_issue);
   const std::string& op = s.workload.op;
   if (op == "matmul") {
     for (int r = 0; r < s.gpus; ++r)

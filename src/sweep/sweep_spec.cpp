@@ -65,7 +65,7 @@ std::vector<std::string> sweepable_fields() {
   return {"name", "hardware", "gpus", "dtype", "variants", "workload.op", "workload.m", "workload.k", "workload.n",
           "workload.model", "workload.tokens", "workload.seq_len", "workload.pass", "workload.layers",
           "workload.model.hidden", "workload.model.ffn_hidden", "workload.model.heads", "workload.model.kv_heads",
-          "workload.model.head_dim", "software.symm_mem_reduction"};
+          "workload.model.head_dim", "software.symm_mem_reduction", "software.op_issue"};
 }
 
 std::int64_t SweepSpec::points() const {

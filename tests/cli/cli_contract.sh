@@ -56,9 +56,14 @@ sed 's/"triton"/"aten_sum"/' "$work/rs_triton.json" > "$work/rs_aten.json"
 if python3 -c "
 import json
 t = json.load(open('$work/rs_triton.out')); a = json.load(open('$work/rs_aten.out'))
-assert t['software'] == {'symm_mem_reduction': 'triton'} and a['software'] == {'symm_mem_reduction': 'aten_sum'}
+assert t['software']['symm_mem_reduction'] == 'triton' and a['software']['symm_mem_reduction'] == 'aten_sum'
+assert t['software']['op_issue'] == 'compiled'
 assert t['results'][0]['makespan_us'] < a['results'][0]['makespan_us']
 "; then echo "ok software echoed and used"; else echo "FAIL software choice"; fails=$((fails+1)); fi
+
+# Eager issue: the host pays Python and the dispatcher per op; at a small shape it becomes the critical path.
+printf '%s' "{$base, \"software\": {\"op_issue\": \"eager\"}, \"workload\": {\"op\": \"allgather_matmul\", \"m\": 1024, \"k\": 1024, \"n\": 1024}, \"variants\": [\"async_tp\"]}" > "$work/eager.json"
+if "$tpsim" run "$work/eager.json" | grep -q "host [0-9]*%"; then echo "ok eager issue shows the host"; else echo "FAIL eager issue"; "$tpsim" run "$work/eager.json"; fails=$((fails+1)); fi
 
 # validate: per row and per class, as text and JSON; a bad hardware name is one line, exit 2.
 if "$tpsim" validate --hardware h100_sxm "$root/models/measurements/kraken_h100_async_tp_validation.json" --json "$work/val.json" > "$work/val.txt" \

@@ -125,3 +125,23 @@ TEST_CASE("Links faster than HBM carry no more than HBM can read and write", "[r
   const Timeline tl = execute(dag, fast);
   CHECK(4e9 / static_cast<double>(tl.ops[c].end - tl.ops[c].start) <= fast.memory.hbm_bytes_per_ps * (1 + 1e-6));
 }
+
+TEST_CASE("How ops are issued: eager PyTorch makes the host the critical path for short ops; a CUDA graph takes it off", "[runtime][host]") {
+  const auto run = [](HostIssue how) {
+    Dag dag(1);
+    dag.set_host_issue(how);
+    for (int i = 0; i < 50; ++i) dag.add(0, 0, "tiny", ElementwiseOp{1024, 1024});
+    const Timeline tl = execute(dag, h100());
+    return std::make_pair(to_us(tl.ops[dag.size() - 1].end), analyze(dag, tl));
+  };
+  const auto [eager, eager_m] = run(HostIssue::eager);
+  const auto [compiled, compiled_m] = run(HostIssue::compiled);
+  const auto [graph, graph_m] = run(HostIssue::cuda_graph);
+  INFO("eager " << eager << " us, compiled " << compiled << " us, graph " << graph << " us");
+  // Eager: the host issues one op every eager_op_overhead and the GPU waits for it.
+  CHECK(eager == Approx(50 * to_us(h100().launch.eager_op_overhead)).epsilon(0.05));
+  CHECK(eager_m.critical_path.by_kind.at("host") > 0.8 * eager_m.critical_path.by_kind.at("elementwise"));
+  CHECK(compiled < eager);
+  CHECK(graph < compiled);
+  CHECK((graph_m.critical_path.by_kind.count("host") == 0 || graph_m.critical_path.by_kind.at("host") < ticks_from_us(2)));
+}

@@ -13,7 +13,7 @@ namespace tpsim {
 
 struct CriticalPath {
   std::vector<OpId> ops;                  // first to last
-  std::map<std::string, Tick> by_kind;    // time each op kind contributes ("gemm", "copy", ..., "launch")
+  std::map<std::string, Tick> by_kind;    // time each op kind contributes ("gemm", "copy", ..., "host", "launch", "queued")
 };
 
 struct VariantMetrics {

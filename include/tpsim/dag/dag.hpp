@@ -30,6 +30,8 @@ class Dag {
   // record on `from`, wait on `to`: later ops on `to` run after earlier ops on `from`.
   void join(int rank, int from_stream, int to_stream, const std::string& name);
 
+  void set_host_issue(HostIssue h) { host_issue_ = h; }
+  HostIssue host_issue() const { return host_issue_; }
   int ranks() const { return ranks_; }
   int streams(int rank) const;
   int groups() const { return groups_; }
@@ -45,6 +47,7 @@ class Dag {
 
  private:
   int ranks_;
+  HostIssue host_issue_ = HostIssue::compiled;
   int events_ = 0;
   int groups_ = 0;
   // Boost 1.74's adjacency_list has no move constructor: held by pointer so that

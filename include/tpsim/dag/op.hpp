@@ -2,6 +2,7 @@
 // The typed operations a strategy emits. Each op runs on one rank and one stream;
 // the payload says what it is. Sizes are in elements or bytes as named.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -74,6 +75,13 @@ struct Op {
   int stream = 0;
   OpPayload payload;
 };
+
+// How each rank's host thread puts the program's ops on the GPU: from compiled
+// code (every kernel or copy one launch call), op by op from eager PyTorch (Python
+// and the dispatcher per op), or by replaying a captured CUDA graph.
+enum class HostIssue { compiled, eager, cuda_graph };
+std::string_view host_issue_name(HostIssue h);
+std::optional<HostIssue> parse_host_issue(std::string_view s);
 
 // The rendezvous group of a collective, barrier, send/recv or fused op; -1 for others.
 int rendezvous_group(const Op& op);

@@ -47,8 +47,11 @@ struct MemorySpec {
 };
 
 struct LaunchSpec {
-  Tick host_overhead = 0;   // host time to enqueue one kernel or copy
+  Tick host_overhead = 0;   // host time to enqueue one kernel, copy or event call from compiled code
+  Tick eager_op_overhead = 0;    // host time of one eager PyTorch op (Python, dispatcher, launch)
+  Tick eager_gemm_overhead = 0;  // the same for a matmul (cuBLAS heuristic lookup, workspace, launch)
   Tick device_latency = 0;  // from a kernel's dependencies done to its first block running
+  Tick graph_device_latency = 0;  // the same for a kernel replayed from a CUDA graph
 };
 
 struct CopyEngineSpec {

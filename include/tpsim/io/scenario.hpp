@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tpsim/dag/op.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
 #include "tpsim/io/json_reader.hpp"
 
@@ -44,6 +45,8 @@ struct SoftwareChoices {
   // The sum that ends PyTorch's fused_matmul_reduce_scatter: torch.sum until
   // pytorch/pytorch PR 191803 (Aug 2026), a Triton kernel after it.
   ReductionKernel symm_mem_reduction = ReductionKernel::aten_sum;
+  // How the host issues ops: from compiled code (each launch one call), eager PyTorch, or a CUDA graph.
+  HostIssue op_issue = HostIssue::compiled;
 };
 
 struct Scenario {
