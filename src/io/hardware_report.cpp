@@ -1,5 +1,9 @@
 #include "tpsim/io/hardware_report.hpp"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "tpsim/io/hardware_loader.hpp"
@@ -18,6 +22,10 @@ void flatten(const Json& j, const std::string& path, std::string& out) {
   }
   if (j.is_object()) {
     for (const auto& [k, v] : j.items()) flatten(v, path.empty() ? k : path + "." + k, out);
+  } else if (j.is_array() && std::all_of(j.begin(), j.end(), [](const Json& e) { return e.is_string(); })) {
+    std::vector<std::string> items;  // a list of names (a tile's dtypes): one line
+    for (const auto& e : j) items.push_back(e.get<std::string>());
+    out += fmt::format("  {:<46} {}\n", path, fmt::join(items, ", "));
   } else if (j.is_array()) {
     for (std::size_t i = 0; i < j.size(); ++i) flatten(j[i], fmt::format("{}[{}]", path, i), out);
   } else if (path != "name" && path != "description") {

@@ -22,15 +22,22 @@ std::string row(const std::string& variant, const std::string& op, double us, co
   return fmt::format(fmt::runtime(kScenarioRow), variant, us, source, op);
 }
 
-// A measurement file in a fresh directory of its own (tests run in parallel).
-std::string write_measurements(const std::string& tag, const std::vector<std::string>& rows) {
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("tpsim_validate_test_{}_{}", tag, ::getpid());
-  std::filesystem::create_directories(dir);
-  const auto file = dir / "m.json";
-  std::ofstream(file) << R"({"format": "tpsim-measurements", "hardware": "h100_sxm", "measurements": [)"
-                      << fmt::format("{}", fmt::join(rows, ", ")) << "]}";
-  return file.string();
-}
+// A measurement file in a fresh directory of its own (tests run in parallel), removed with it.
+struct MeasurementFile {
+  std::filesystem::path dir;
+  std::string path;
+  MeasurementFile(const std::string& tag, const std::vector<std::string>& rows)
+      : dir(std::filesystem::temp_directory_path() / fmt::format("tpsim_validate_test_{}_{}", tag, ::getpid())) {
+    std::filesystem::create_directories(dir);
+    path = (dir / "m.json").string();
+    std::ofstream(path) << R"({"format": "tpsim-measurements", "hardware": "h100_sxm", "measurements": [)"
+                        << fmt::format("{}", fmt::join(rows, ", ")) << "]}";
+  }
+  ~MeasurementFile() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
 
 const std::string kGemmA = R"({"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "tflops": 790, "source": "a"})";
 const std::string kGemmB = R"({"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 770, "source": "b"})";
@@ -38,9 +45,9 @@ const std::string kGemmB = R"({"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, 
 }  // namespace
 
 TEST_CASE("Only op-level measurements may be fitted", "[calibration][validate]") {
-  const auto ms = load_measurements_file(write_measurements(
-      "fittable", {kGemmA, row("baseline", "allgather_matmul", 300, "s"), row("async_tp", "allgather_matmul", 250, "s"),
-                   row("fused", "allgather_matmul", 240, "s")}));
+  const MeasurementFile file("fittable", {kGemmA, row("baseline", "allgather_matmul", 300, "s"),
+                                         row("async_tp", "allgather_matmul", 250, "s"), row("fused", "allgather_matmul", 240, "s")});
+  const auto ms = load_measurements_file(file.path);
   REQUIRE(ms.size() == 4);
   CHECK(fittable(ms[0]));   // a GEMM
   CHECK(fittable(ms[1]));   // an NCCL collective and a GEMM in sequence
@@ -49,8 +56,9 @@ TEST_CASE("Only op-level measurements may be fitted", "[calibration][validate]")
 }
 
 TEST_CASE("calibrate predicts decomposed-op makespans with the held-out rows instead of fitting them", "[calibration][validate]") {
+  const MeasurementFile file("calibrate", {kGemmA, kGemmB, row("async_tp", "allgather_matmul", 250, "s")});
   CalibrationRequest req;
-  req.measurement_files = {write_measurements("calibrate", {kGemmA, kGemmB, row("async_tp", "allgather_matmul", 250, "s")})};
+  req.measurement_files = {file.path};
   req.hardware = "h100_sxm";
   req.name = "validate_test_model";
   req.fit.max_evaluations = 20;
@@ -63,8 +71,9 @@ TEST_CASE("calibrate predicts decomposed-op makespans with the held-out rows ins
 }
 
 TEST_CASE("validate predicts every row; cross-validation holds each source out of the fit in turn", "[calibration][validate]") {
+  const MeasurementFile file("cv", {kGemmA, kGemmB, row("async_tp", "allgather_matmul", 250, "s")});
   ValidationRequest req;
-  req.files = {write_measurements("cv", {kGemmA, kGemmB, row("async_tp", "allgather_matmul", 250, "s")})};
+  req.files = {file.path};
   req.hardware = "h100_sxm";
   req.fit.max_evaluations = 20;
   const Validation plain = validate(req);
