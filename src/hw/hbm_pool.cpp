@@ -97,7 +97,7 @@ void HbmPool::set_speed(std::size_t slot) {
   if (speed == HUGE_VAL || s.progress >= 1.0) {
     s.finish = sim_.schedule_at(now, [this, slot] { complete(slot); });
   } else if (speed > 0) {
-    s.finish = sim_.schedule_at(now + duration_for(1.0 - s.progress, speed), [this, slot] { complete(slot); });
+    s.finish = sim_.schedule_after(duration_for(1.0 - s.progress, speed), [this, slot] { complete(slot); });
   }  // no bandwidth at all: it waits for the next re-timing
 }
 

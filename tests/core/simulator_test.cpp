@@ -76,3 +76,11 @@ TEST_CASE("Independent simulators run in parallel threads without interference",
   for (auto& t : threads) t.join();
   for (auto g : got) CHECK(g == expected);
 }
+
+TEST_CASE("Time past the end of the 64-bit clock stops the run instead of wrapping", "[core]") {
+  Simulator sim;
+  sim.schedule_at(kTickMax - 10, [&] { CHECK_THROWS_AS(sim.schedule_after(11, [] {}), SimulationLimit); });
+  sim.run();
+  CHECK_THROWS_AS(duration_for(1e30, 1e-3), SimulationLimit);
+  CHECK(duration_for(10.0, 4.0) == 3);  // rounded up: never before the last byte
+}

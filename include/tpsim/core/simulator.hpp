@@ -36,7 +36,11 @@ class Simulator {
   Tick now() const { return now_; }
   // Schedules `cb` at absolute time `t` (clamped to now: the past is gone).
   EventHandle schedule_at(Tick t, Callback cb);
-  EventHandle schedule_after(Tick delay, Callback cb) { return schedule_at(now_ + delay, std::move(cb)); }
+  // Past the end of the 64-bit clock: SimulationLimit, never a wrapped time.
+  EventHandle schedule_after(Tick delay, Callback cb) {
+    if (delay > kTickMax - now_) throw SimulationLimit("simulated time would pass the end of the 64-bit picosecond clock (about 106 days)");
+    return schedule_at(now_ + delay, std::move(cb));
+  }
   // Returns false when the event already fired or was cancelled.
   bool cancel(EventHandle& h);
   bool pending(const EventHandle& h) const;
