@@ -31,7 +31,8 @@ AttentionPlan plan_attention(const AttentionOp& a, const HardwareSpec& hw) {
 
 BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw) {
   const Tick compute = duration_for(plan.flops_per_block, hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.efficiency);
-  return BlockWork{hw.gemm.block_prologue, compute, plan.bytes_per_block, hw.memory.sm_max_bytes_per_ps};
+  return BlockWork{.fixed = hw.gemm.block_prologue, .compute = compute, .bytes = plan.bytes_per_block,
+                   .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps};
 }
 
 Tick attention_block_time(const AttentionPlan& plan, const HardwareSpec& hw, int memory_blocks, double hbm_bytes_per_ps) {

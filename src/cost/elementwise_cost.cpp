@@ -16,7 +16,8 @@ ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw) {
 }
 
 BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw) {
-  return BlockWork{hw.elementwise.block_overhead, 0, plan.bytes_per_block, hw.memory.sm_max_bytes_per_ps / hw.elementwise.blocks_per_sm};
+  return BlockWork{.fixed = hw.elementwise.block_overhead, .bytes = plan.bytes_per_block,
+                   .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps / hw.elementwise.blocks_per_sm};
 }
 
 Tick elementwise_block_time(const ElementwisePlan& plan, const HardwareSpec& hw, int memory_blocks_sharing,

@@ -32,8 +32,8 @@ BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw) {
   const double flops_rate = hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.tile.mainloop_efficiency;
   // The K loop is pipelined: loads for stage i+1 overlap the MMAs of stage i, so
   // the block is bound by the slower of the two, plus its fixed prologue/epilogue.
-  return BlockWork{hw.gemm.block_prologue, duration_for(plan.flops_per_block, flops_rate), plan.hbm_bytes_per_block,
-                   hw.memory.sm_max_bytes_per_ps};
+  return BlockWork{.fixed = hw.gemm.block_prologue, .compute = duration_for(plan.flops_per_block, flops_rate),
+                   .bytes = plan.hbm_bytes_per_block, .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps};
 }
 
 Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing, double hbm_bytes_per_ps) {

@@ -20,7 +20,8 @@ std::optional<ReductionKernel> parse_reduction_kernel(std::string_view s) {
 
 BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw) {
   const double sm_rate = std::min(hw.reduction.sm_bytes_per_ps[static_cast<int>(kernel)], hw.memory.sm_max_bytes_per_ps);
-  return BlockWork{hw.elementwise.block_overhead, 0, plan.bytes_per_block, sm_rate / hw.elementwise.blocks_per_sm};
+  return BlockWork{.fixed = hw.elementwise.block_overhead, .bytes = plan.bytes_per_block,
+                   .max_bytes_per_ps = sm_rate / hw.elementwise.blocks_per_sm};
 }
 
 Tick reduction_block_time(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw, int memory_blocks_sharing,

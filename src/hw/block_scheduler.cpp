@@ -148,11 +148,11 @@ void BlockScheduler::run_group(KernelId id, int group) {
     sim_.schedule_after(k.req.block_time(), [this, id, group] { finish_group(id, group); });
     return;
   }
-  BlockWork work = k.req.block_work();
-  const Tick prologue = work.fixed;
-  work.fixed = 0;
   const int n = static_cast<int>(groups_[static_cast<std::size_t>(group)].size());
-  sim_.schedule_after(prologue, [this, id, group, n, work] { hbm_.add(n, work, [this, id, group] { finish_group(id, group); }); });
+  const BlockWork work = k.req.block_work();
+  const auto stream = [this, id, group, n, work] { hbm_.add(n, work, [this, id, group] { finish_group(id, group); }); };
+  if (work.delay > 0) sim_.schedule_after(work.delay, stream);  // a kernel's first blocks: once per kernel
+  else stream();
 }
 
 void BlockScheduler::finish_group(KernelId id, int group) {

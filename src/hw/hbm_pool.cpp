@@ -11,7 +11,7 @@ namespace tpsim {
 
 Tick BlockWork::time_at(double bytes_per_ps) const {
   const double rate = std::min(bytes_per_ps, max_bytes_per_ps);
-  return fixed + std::max(compute, duration_for(bytes, rate));
+  return delay + fixed + std::max(compute, duration_for(bytes, rate));
 }
 
 HbmPool::HbmPool(Simulator& sim, double capacity_bytes_per_ps) : sim_(sim), capacity_(capacity_bytes_per_ps) {}
@@ -29,8 +29,11 @@ void HbmPool::add(int blocks, const BlockWork& work, Done done) {
   s = Stream{};
   s.blocks = blocks;
   s.work = work;
-  const double by_math = work.compute > 0 ? work.bytes / static_cast<double>(work.compute) : work.max_bytes_per_ps;
-  s.demand = work.bytes > 0 ? std::min(by_math, work.max_bytes_per_ps) : 0.0;
+  s.work.delay = 0;  // the caller waits it out before adding
+  // Alone it takes its prologue plus the slower of its math and its bytes at its SM's
+  // cap; it asks for its bytes spread over that time (the prologue's loads included).
+  s.alone = static_cast<double>(s.work.time_at(s.work.max_bytes_per_ps));
+  s.demand = work.bytes > 0 && s.alone > 0 ? work.bytes / s.alone : 0.0;
   s.since = sim_.now();
   s.done = std::move(done);
   active_.push_back(slot);
@@ -83,10 +86,8 @@ void HbmPool::retime() {
 
 void HbmPool::set_speed(std::size_t slot) {
   Stream& s = slots_[slot];
-  // Pipelined: the slower of its math and its bytes at the granted rate.
-  const double by_bytes = s.work.bytes > 0 ? (s.rate > 0 ? s.rate / s.work.bytes : 0.0) : HUGE_VAL;
-  const double by_math = s.work.compute > 0 ? 1.0 / static_cast<double>(s.work.compute) : HUGE_VAL;
-  const double speed = std::min(by_bytes, by_math);
+  // Granted less than it asks, its bytes set the pace; otherwise its own time does.
+  const double speed = s.alone <= 0 ? HUGE_VAL : s.work.bytes > 0 ? s.rate / s.work.bytes : 1.0 / s.alone;
   // Unchanged speed: its end is where it was (the common case while HBM is not saturated).
   if (speed == s.speed && sim_.pending(s.finish)) return;
   const Tick now = sim_.now();
@@ -96,9 +97,9 @@ void HbmPool::set_speed(std::size_t slot) {
   sim_.cancel(s.finish);
   if (speed == HUGE_VAL || s.progress >= 1.0) {
     s.finish = sim_.schedule_at(now, [this, slot] { complete(slot); });
-  } else if (speed > 0) {
-    s.finish = sim_.schedule_after(duration_for(1.0 - s.progress, speed), [this, slot] { complete(slot); });
-  }  // no bandwidth at all: it waits for the next re-timing
+  } else if (const double left = std::ceil((1.0 - s.progress) / speed); left < static_cast<double>(kTickMax - now)) {
+    s.finish = sim_.schedule_after(static_cast<Tick>(left), [this, slot] { complete(slot); });
+  }  // (next to) no bandwidth: starved until link traffic leaves it some, and the pool is re-timed
 }
 
 void HbmPool::complete(std::size_t slot) {

@@ -44,7 +44,7 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   // The kernel's ramp is paid by the blocks placed first; later waves run at pace.
   req.block_work = [work = gemm_block_work(plan, hw_), ramp = hw_.gemm.kernel_ramp, first = true]() mutable {
     BlockWork w = work;
-    if (first) w.fixed += ramp;
+    if (first) w.delay = ramp;
     first = false;
     return w;
   };

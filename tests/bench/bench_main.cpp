@@ -78,7 +78,7 @@ void BM_BlockScheduler(benchmark::State& state) {
       a.block = k % 3 == 2 ? small : gemm;
       a.blocks = 1000 + 37 * k;
       a.draws_memory = true;
-      a.block_work = [k] { return tpsim::BlockWork{100, 1000 + (k * 7919) % 500, 2e6, 0.08}; };
+      a.block_work = [k] { return tpsim::BlockWork{.fixed = 100, .compute = 1000 + (k * 7919) % 500, .bytes = 2e6, .max_bytes_per_ps = 0.08}; };
       sched.launch(std::move(a));
     }
     sim.run();

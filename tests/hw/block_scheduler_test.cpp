@@ -89,7 +89,7 @@ TEST_CASE("Small blocks share an SM while resources last", "[hw][scheduler]") {
   CHECK(done == 100);
 }
 
-TEST_CASE("Memory-drawing blocks stream from the HBM pool after their prologue", "[hw][scheduler]") {
+TEST_CASE("Memory-drawing blocks share the HBM pool; alone they take their prologue plus their bytes at their cap", "[hw][scheduler]") {
   Simulator sim;
   // 1 byte/ps of HBM; 140 blocks of 1e6 bytes each, 10 ps prologue, at most 0.1 byte/ps per block.
   BlockScheduler sched(sim, small_gpu(132), 1.0);
@@ -98,10 +98,11 @@ TEST_CASE("Memory-drawing blocks stream from the HBM pool after their prologue",
   k.block = kGemmBlock;
   k.blocks = 140;
   k.draws_memory = true;
-  k.block_work = [] { return BlockWork{10, 0, 1e6, 0.1}; };
+  k.block_work = [] { return BlockWork{.fixed = 10, .bytes = 1e6, .max_bytes_per_ps = 0.1}; };
   k.on_complete = [&] { done = sim.now(); };
   sched.launch(std::move(k));
   sim.run();
-  // First wave: 132 blocks share 1 byte/ps (each 1/132 < its 0.1 cap): 132e6 ps. Then 8 blocks at their cap: 1e7 ps.
-  CHECK(done == Approx(10 + 132e6 + 10 + 1e7).epsilon(1e-6));
+  // First wave: 132 blocks share 1 byte/ps (each 1/132 of it, below its 0.1 cap): 132e6 ps, the
+  // prologue hidden in the loads. Then 8 blocks with room to spare: 10 ps + 1e6 bytes at 0.1.
+  CHECK(done == Approx(132e6 + 10 + 1e7).epsilon(1e-6));
 }

@@ -7,7 +7,7 @@ using namespace tpsim;
 namespace {
 
 // A streaming block: no math, `bytes`, at most `cap` bytes/ps.
-BlockWork stream(double bytes, double cap) { return BlockWork{0, 0, bytes, cap}; }
+BlockWork stream(double bytes, double cap) { return BlockWork{.bytes = bytes, .max_bytes_per_ps = cap}; }
 
 }  // namespace
 
@@ -60,7 +60,7 @@ TEST_CASE("Compute-bound blocks take their math time however much HBM is free", 
   Simulator sim;
   HbmPool hbm(sim, 100.0);
   Tick done = 0;
-  hbm.add(4, BlockWork{0, 5000, 1000, 1.0}, [&] { done = sim.now(); });  // needs only 0.2 bytes/ps per block
+  hbm.add(4, BlockWork{.compute = 5000, .bytes = 1000, .max_bytes_per_ps = 1.0}, [&] { done = sim.now(); });  // needs only 0.2 bytes/ps per block
   CHECK(hbm.drawn() == Approx(0.8));
   sim.run();
   CHECK(done == 5000);

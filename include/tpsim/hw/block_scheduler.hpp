@@ -8,8 +8,8 @@
 //
 // Blocks of one kernel placed at the same instant share one completion event
 // (they have the same duration), so a 132-block wave costs one event, not 132.
-// Blocks that draw memory stream from the GPU's HBM pool after their prologue:
-// their duration is re-timed whenever what they share it with changes.
+// Blocks that draw memory stream from the GPU's HBM pool: their duration is
+// re-timed whenever what they share it with changes.
 // A kernel that has already looked at every SM only looks again at the SMs freed
 // since (no other SM can have gained room), so dispatch costs O(freed SMs).
 #include <cstdint>

@@ -6,9 +6,10 @@
 // running; one that leaves speeds them up. What is drawn never exceeds capacity.
 //
 // A block's work is pipelined (loads for stage i+1 overlap the math of stage i):
-// after a fixed prologue it takes max(compute, bytes / rate), so it asks for
-// bytes / compute per second (or its per-SM cap, whichever is lower) and goes
-// no faster than its math even when HBM has more to give.
+// alone it takes its prologue plus max(compute, bytes / its SM's cap), and it asks
+// for its bytes spread over that time. Granted less, its bytes set the pace (the
+// prologue, which is loads too, is then hidden in them); it never goes faster than
+// it would alone. One event per group of blocks: no separate prologue event.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -19,7 +20,8 @@
 namespace tpsim {
 
 struct BlockWork {
-  Tick fixed = 0;            // prologue (and a kernel's ramp, for its first blocks): no HBM drawn
+  Tick delay = 0;            // before it touches HBM: a kernel's ramp across the SMs (its first blocks only)
+  Tick fixed = 0;            // prologue and epilogue: pipeline fill, loads too
   Tick compute = 0;          // math time; 0 for a pure streaming kernel
   double bytes = 0;          // HBM bytes one block reads and writes
   double max_bytes_per_ps = 0;  // what one block can draw at most (its SM's load capacity)
@@ -46,7 +48,8 @@ class HbmPool {
   struct Stream {
     int blocks = 0;
     BlockWork work;
-    double demand = 0;    // per block, bytes/ps: as fast as its math allows, within its cap
+    double alone = 0;     // ps it takes with all the bandwidth it can use
+    double demand = 0;    // per block, bytes/ps: its bytes over that time
     double rate = 0;      // per block, bytes/ps granted
     double progress = 0;  // fraction of the streaming work done
     double speed = 0;     // fraction per ps at the granted rate
