@@ -15,6 +15,8 @@ namespace {
 
 double error_of(double predicted, const Measurement& m) { return predicted / m.time_us - 1; }
 
+double to_ns(double us) { return std::round(us * 1000) / 1000; }  // JSON: microseconds to the nanosecond
+
 std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
 
 // Per class: count, mean |error|, max |error| of one set of predictions.
@@ -118,8 +120,8 @@ Json validation_json(const Validation& v) {
   for (std::size_t i = 0; i < v.measurements.size(); ++i) {
     const Measurement& m = v.measurements[i];
     Json row{{"name", m.name}, {"class", std::string(measurement_class(m.kind))}, {"source", m.source},
-             {"measured_us", m.time_us}, {"predicted_us", v.predicted_us[i]}};
-    if (!v.held_out_us.empty()) row["held_out_us"] = v.held_out_us[i];
+             {"measured_us", m.time_us}, {"predicted_us", to_ns(v.predicted_us[i])}};
+    if (!v.held_out_us.empty()) row["held_out_us"] = to_ns(v.held_out_us[i]);
     rows.push_back(row);
   }
   return Json{{"rows", rows}, {"held_out_sources", v.sources}};

@@ -156,9 +156,6 @@ void Machine::start_copy(OpId id, const CopyOp& c) {
   ranks_[static_cast<std::size_t>(dag_.op(id).rank)].copies->submit(std::move(req));
 }
 
-// HBM bandwidth left to the SMs: copy engines and peers reading or writing this
-// GPU's memory over NVLink draw on the same HBM. Never below a tenth, so a model
-// with NVLink faster than HBM stays finite.
 void Machine::on_busy_change(int rank, Tick t, int busy) {
   RankState& rs = ranks_[static_cast<std::size_t>(rank)];
   if (busy == rs.busy) return;
@@ -168,7 +165,9 @@ void Machine::on_busy_change(int rank, Tick t, int busy) {
   if (tl_.detailed) add_sample(tl_.busy_sms[static_cast<std::size_t>(rank)], t, busy);
 }
 
-// Link traffic is capped by HBM on the fabric (Topology), so this never goes below zero.
+// HBM bandwidth left to the SMs: copy engines and peers reading or writing this GPU's
+// memory over NVLink draw on the same HBM. Link traffic is capped by HBM on the fabric
+// (Topology), so this never goes below zero.
 double Machine::hbm_left(int rank) const {
   return std::max(0.0, hw_.memory.hbm_bytes_per_ps - ranks_[static_cast<std::size_t>(rank)].nvlink_bytes_per_ps);
 }
