@@ -52,7 +52,6 @@ class BlockScheduler {
 
   // The HBM left to the SMs changed (link traffic reads and writes it too).
   void set_hbm_capacity(double bytes_per_ps) { hbm_.set_capacity(bytes_per_ps); }
-  const HbmPool& hbm() const { return hbm_; }
   int busy_sms() const { return busy_sms_; }
   int sm_count() const { return static_cast<int>(sms_.size()); }
   std::int64_t blocks_dispatched() const { return blocks_dispatched_; }

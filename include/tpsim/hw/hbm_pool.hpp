@@ -40,9 +40,7 @@ class HbmPool {
   // The capacity left to blocks changed (link traffic also reads and writes HBM).
   void set_capacity(double bytes_per_ps);
 
-  double capacity() const { return capacity_; }
   double drawn() const;  // bytes/ps the streams draw now
-  int streams() const { return static_cast<int>(active_.size()); }
 
  private:
   struct Stream {
@@ -71,7 +69,6 @@ class HbmPool {
   std::vector<std::size_t> order_;   // scratch: active_ by demand
   double demand_ = 0;       // what every stream would draw at its own pace
   bool saturated_ = false;  // demand exceeded capacity at the last re-timing: rates are shares
-
 };
 
 }  // namespace tpsim
