@@ -4,8 +4,9 @@
 XLA keeps measured matmul throughputs per GPU in
 xla/service/gpu/model/matmul_interpolator_data.h (a textproto: per key such as
 "sm_90", entries of b, m, n, k and FLOP/s per dtype combination). This takes
-the unbatched (b = 1) entries of one key for the dtypes tpsim models and writes
-one "gemm" measurement per shape and dtype, with the source on every row.
+every entry of one key for the dtypes tpsim models and writes one "gemm"
+measurement per shape and dtype, with the source on every row; a batched entry
+(b > 1) becomes a measurement with "batch": b (a strided batched GEMM).
 
   tools/import_xla_gemm_table.py matmul_interpolator_data.h --key sm_90 \
       --source "openxla/xla ... (commit, date)" -o models/measurements/xla_h100_gemm.json
@@ -44,17 +45,19 @@ def main():
     a = ap.parse_args()
     rows = []
     for b, m, n, k, flops in entries_of(open(a.table).read(), a.key):
-        if b != 1:
-            continue  # batched GEMMs: tpsim has no batched kernel
         for combo, dtype in DTYPES.items():
             if combo in flops:
-                rows.append({"kind": "gemm", "m": m, "n": n, "k": k, "dtype": dtype,
-                             "tflops": round(int(flops[combo]) / 1e12, 2),
-                             "source": f"{a.source}, key {a.key}, {combo}"})
+                row = {"kind": "gemm", "m": m, "n": n, "k": k, "dtype": dtype}
+                if b != 1:
+                    row["batch"] = b
+                row["tflops"] = round(int(flops[combo]) / 1e12, 2)
+                row["source"] = f"{a.source}, key {a.key}, {combo}"
+                rows.append(row)
     if not rows:
         sys.exit("import_xla_gemm_table: no unbatched rows found")
     doc = {"format": "tpsim-measurements", "hardware": a.hardware,
-           "description": f"{len(rows)} GEMMs measured by XLA's team (the unbatched bf16 entries of key {a.key}), "
+           "description": f"{len(rows)} GEMMs measured by XLA's team (the bf16 entries of key {a.key}, batched ones "
+                          "with their batch count), "
                           "written by tools/import_xla_gemm_table.py. Op-level: fit to them, cross-validate on them.",
            "measurements": rows}
     with open(a.output, "w") as f:

@@ -68,7 +68,7 @@ MeasurementKind parse_kind(const ObjectReader& r) {
 std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
   if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
-  if (k == MeasurementKind::gemm) keys.push_back("tflops");
+  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
       k == MeasurementKind::reduce_scatter)
@@ -133,7 +133,8 @@ double measured_time_us(const ObjectReader& r, const Measurement& m) {
 
 std::string default_name(const Measurement& m) {
   const std::string_view kind = measurement_kind_name(m.kind);
-  const std::string shape = fmt::format("{}x{}x{} {}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype));
+  std::string shape = fmt::format("{}x{}x{} {}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype));
+  if (m.gemm.batch > 1) shape += fmt::format(" batch {}", m.gemm.batch);
   switch (m.kind) {
     case MeasurementKind::gemm: return fmt::format("gemm {}", shape);
     case MeasurementKind::peer_copy:
@@ -154,8 +155,8 @@ std::string default_name(const Measurement& m) {
 
 Measurement parse_one(const Json& j, const std::string& path, const std::string& hardware, const std::string& origin,
                       const std::string& base_dir) {
-  const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "tflops", "bytes",
-                                     "gbps", "busbw_gbps", "gpus", "collective", "scenario", "variant", "op", "rank"});
+  const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "tflops", "batch",
+                                     "bytes", "gbps", "busbw_gbps", "gpus", "collective", "scenario", "variant", "op", "rank"});
   Measurement m;
   m.kind = parse_kind(probe);
   const ObjectReader r(j, path, allowed_keys(m.kind));  // keys the kind does not use are errors
@@ -163,7 +164,8 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
   m.source = r.optional_string("source").value_or("");
   if (has_gemm(m.kind)) {
     m.gemm = GemmProblem{dim(r, "m"), dim(r, "n"), dim(r, "k"), parse_dtype_at(r)};
-    check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path);
+    if (r.has("batch")) m.gemm.batch = dim(r, "batch");
+    check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path, m.gemm.batch);
   }
   if (has_bytes(m.kind)) {
     m.bytes = r.positive_number("bytes");
@@ -247,6 +249,7 @@ Json measurement_json(const Measurement& m) {
     j["n"] = m.gemm.n;
     j["k"] = m.gemm.k;
     j["dtype"] = std::string(dtype_name(m.gemm.dtype));
+    if (m.gemm.batch > 1) j["batch"] = m.gemm.batch;
   }
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;
   if (has_gpus(m.kind)) j["gpus"] = m.gpus;

@@ -13,13 +13,12 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
   plan.dtype = p.dtype;
   plan.tile = tile;
   plan.split_k = split_k;
-  plan.tiles = ceil_div(p.m, tile.m) * ceil_div(p.n, tile.n);
+  plan.tiles = p.batch * ceil_div(p.m, tile.m) * ceil_div(p.n, tile.n);
   plan.blocks = plan.tiles * split_k;
   const std::int64_t k_slice = ceil_div(ceil_div(p.k, split_k), tile.k) * tile.k;
   plan.flops_per_block = 2.0 * tile.m * tile.n * static_cast<double>(k_slice);
-  const double e = dtype_bytes(p.dtype);
-  const double mn = static_cast<double>(p.m) * static_cast<double>(p.n);
-  plan.hbm_bytes = e * (static_cast<double>(p.m) * p.k + static_cast<double>(p.k) * p.n + mn);
+  const double mn = static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n);
+  plan.hbm_bytes = dtype_bytes(p.dtype) * p.operand_elements();
   // Split-K writes fp32 partials and reads them back in the reduction.
   if (split_k > 1) plan.hbm_bytes += 2.0 * 4.0 * mn * split_k;
   plan.hbm_bytes_per_block = plan.hbm_bytes / static_cast<double>(plan.blocks);

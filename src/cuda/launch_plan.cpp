@@ -66,7 +66,8 @@ LaunchPlan plan_launches(const Dag& dag) {
           Overloaded{
               [&](const GemmOp& g) {
                 l.kind = LaunchKind::gemm;
-                l.args = fmt::format("m={} n={} k={} {}", g.problem.m, g.problem.n, g.problem.k, dtype_name(g.problem.dtype));
+                l.args = fmt::format("m={} n={} k={} {}{}", g.problem.m, g.problem.n, g.problem.k, dtype_name(g.problem.dtype),
+                                     g.problem.batch > 1 ? fmt::format(" batch={}", g.problem.batch) : "");
               },
               [&](const ElementwiseOp& e) {
                 l.kind = LaunchKind::elementwise;

@@ -50,6 +50,15 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
                                              static_cast<int64_t>(t.transpose_a ? k : m)));
   TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.b, t.ab, k, n, static_cast<int64_t>(k)));
   TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.c, t.cd, m, n, static_cast<int64_t>(m)));
+  if (p.batch > 1) {  // strided batch: the products lie one after another, each operand packed
+    const auto count = static_cast<std::int32_t>(p.batch);
+    const std::pair<cublasLtMatrixLayout_t, std::int64_t> layouts[] = {
+        {g.a, static_cast<std::int64_t>(m * k)}, {g.b, static_cast<std::int64_t>(k * n)}, {g.c, static_cast<std::int64_t>(m * n)}};
+    for (auto [layout, stride] : layouts) {
+      TPSIM_GPU_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+      TPSIM_GPU_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+    }
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   TPSIM_GPU_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const std::size_t ws = kWorkspaceBytes;
@@ -61,9 +70,10 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
   if (found == 0)
     throw GpuError(fmt::format("cuBLASLt has no algorithm for {}x{}x{} {}", p.m, p.n, p.k, dtype_name(p.dtype)));
   g.algo = result.algo;
-  g.a_bytes = m * k * type_bytes(t.ab);
-  g.b_bytes = k * n * type_bytes(t.ab);
-  g.c_bytes = m * n * type_bytes(t.cd);
+  const auto batch = static_cast<std::uint64_t>(p.batch);
+  g.a_bytes = batch * m * k * type_bytes(t.ab);
+  g.b_bytes = batch * k * n * type_bytes(t.ab);
+  g.c_bytes = batch * m * n * type_bytes(t.cd);
   return g;
 }
 
@@ -71,8 +81,8 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
 double launch_bytes(const Op& op, int ranks) {
   if (const auto* g = std::get_if<GemmOp>(&op.payload)) {
     const double e = dtype_bytes(g->problem.dtype), c = g->problem.dtype == Dtype::fp8 ? 2 : e;
-    return e * (g->problem.m * g->problem.k + g->problem.k * g->problem.n) + c * g->problem.m * g->problem.n +
-           2 * kOperandAlignment;
+    const auto& p = g->problem;
+    return static_cast<double>(p.batch) * (e * (double(p.m) * p.k + double(p.k) * p.n) + c * double(p.m) * p.n) + 2 * kOperandAlignment;
   }
   if (const auto* c = std::get_if<CopyOp>(&op.payload)) return c->bytes;
   if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->buffer_bytes * (1.0 + 1.0 / ranks);

@@ -68,11 +68,7 @@ double op_flops(const Op& op) {
 }
 
 double op_bytes(const Op& op) {
-  return std::visit(Overloaded{[](const GemmOp& g) {
-                                 const double e = dtype_bytes(g.problem.dtype);
-                                 const auto& p = g.problem;
-                                 return e * (double(p.m) * p.k + double(p.k) * p.n + double(p.m) * p.n);
-                               },
+  return std::visit(Overloaded{[](const GemmOp& g) { return dtype_bytes(g.problem.dtype) * g.problem.operand_elements(); },
                                [](const CopyOp& c) { return c.bytes; },
                                [](const CollectiveOp& c) { return c.buffer_bytes; },
                                [](const SendRecvOp& s) {

@@ -35,7 +35,8 @@ int tid_of(const Op& op, const OpTiming& t) {
 Json op_args(const Op& op, const OpTiming& t) {
   Json a{{"kind", std::string(op_kind_name(op))}, {"issued_us", ts(t.issued)}, {"ready_us", ts(t.ready)}};
   if (const auto* g = std::get_if<GemmOp>(&op.payload))
-    a["shape"] = fmt::format("[{},{}]x[{},{}] {}", g->problem.m, g->problem.k, g->problem.k, g->problem.n, dtype_name(g->problem.dtype));
+    a["shape"] = fmt::format("{}[{},{}]x[{},{}] {}", g->problem.batch > 1 ? fmt::format("{} x ", g->problem.batch) : "", g->problem.m,
+                             g->problem.k, g->problem.k, g->problem.n, dtype_name(g->problem.dtype));
   if (const auto* c = std::get_if<CopyOp>(&op.payload)) a["route"] = fmt::format("GPU {} -> GPU {}", c->src_rank, c->dst_rank);
   if (op_flops(op) > 0) a["flops"] = op_flops(op);
   if (op_bytes(op) > 0) a["bytes"] = op_bytes(op);

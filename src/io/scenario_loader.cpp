@@ -137,12 +137,15 @@ SoftwareChoices parse_software(const ObjectReader& r) {
 
 }  // namespace
 
-void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path) {
+void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path, std::int64_t batch) {
   const std::pair<std::int64_t, std::int64_t> operands[] = {{m, k}, {k, n}, {m, n}};
-  for (auto [rows, cols] : operands)
-    if (static_cast<double>(rows) * static_cast<double>(cols) > kMaxMatrixElements)
-      fail_at(path, fmt::format("a {} x {} operand ({:.3g} elements) is larger than any GPU memory holds (limit 2^36 elements)", rows,
-                                cols, static_cast<double>(rows) * static_cast<double>(cols)));
+  const std::string times = batch > 1 ? fmt::format("{} x ", batch) : "";
+  for (auto [rows, cols] : operands) {
+    const double elements = static_cast<double>(batch) * static_cast<double>(rows) * static_cast<double>(cols);
+    if (elements > kMaxMatrixElements)
+      fail_at(path, fmt::format("a {}{} x {} operand ({:.3g} elements) is larger than any GPU memory holds (limit 2^36 elements)", times,
+                                rows, cols, elements));
+  }
 }
 
 HardwareSpec HardwareCache::get(const std::string& ref, const std::string& base_dir) {

@@ -67,6 +67,20 @@ TEST_CASE("Bad measurement files get one line naming the JSON path", "[measureme
       "scenario": {"gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1}}}])") ==
         R"($.measurements[0].variant: variant "fusedd" does not apply)");
   CHECK(error_of("{}") == "$.measurements: must be an array, got object");
+  CHECK(error_of(R"([{"kind": "gemm", "m": 65536, "n": 8, "k": 65536, "batch": 64, "dtype": "bf16", "time_us": 1}])") ==
+        "$.measurements[0]: a 64 x 65536 x 65536 operand (2.75e+11 elements) is larger than any GPU memory holds (limit 2^36 elements)");
+  CHECK(error_of(R"([{"kind": "peer_copy", "bytes": 10, "batch": 2, "time_us": 1}])").starts_with(
+      R"($.measurements[0]: unknown key "batch")"));
+}
+
+TEST_CASE("A batched GEMM row counts every product's FLOPs and keeps its batch through a round trip", "[measurement]") {
+  const auto ms = parse(R"([{"kind": "gemm", "m": 256, "n": 512, "k": 1024, "batch": 4, "dtype": "bf16", "tflops": 100}])");
+  REQUIRE(ms.size() == 1);
+  CHECK(ms[0].gemm.batch == 4);
+  CHECK(ms[0].time_us == Approx(4 * 2.0 * 256 * 512 * 1024 / 100e12 * 1e6));
+  CHECK(ms[0].name == "gemm 256x512x1024 bf16 batch 4");
+  CHECK(measurement_json(ms[0])["batch"] == 4);
+  CHECK(!measurement_json(parse(R"([{"kind": "gemm", "m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1}])")[0]).contains("batch"));
 }
 
 TEST_CASE("The shipped published-measurement file loads and every row names its source", "[measurement]") {

@@ -88,3 +88,25 @@ TEST_CASE("fp32 GEMMs run FFMA tiles: small-M time falls with M instead of paddi
   // bf16 keeps its tensor-core tiles.
   CHECK(plan_gemm({16, 4096, 4096, Dtype::bf16}, h100()).tile.k == 64);
 }
+
+TEST_CASE("A batched GEMM shares the SMs: a batch of GPU-filling products costs their sum, small ones fill idle SMs", "[cost][gemm]") {
+  // 8192^2 x 4096 fills many waves alone: a batch of 2 is twice the work in twice the time.
+  const double one = gemm_alone_us(8192, 8192, 4096, Dtype::bf16);
+  const double two = gemm_alone_us(8192, 8192, 4096, Dtype::bf16, h100(), 2);
+  CHECK(two / one == Approx(2.0).epsilon(0.03));
+  // 512 x 2048 x 512 bf16: too shallow to split K, its 32 tiles of 128x256 leave 100 SMs
+  // idle, so 4 of them in one launch (128 tiles, still one wave) take far less than 4
+  // launches' worth.
+  const double small = gemm_alone_us(512, 2048, 512, Dtype::bf16);
+  const double four = gemm_alone_us(512, 2048, 512, Dtype::bf16, h100(), 4);
+  CHECK(four < 1.5 * small);
+  CHECK(four >= small);
+  // The plan counts every product's tiles, bytes and FLOPs.
+  const GemmProblem p{512, 2048, 4096, Dtype::bf16, 4};
+  const GemmPlan batched = plan_gemm(p, h100());
+  const GemmPlan single = plan_gemm({512, 2048, 4096, Dtype::bf16}, h100());
+  CHECK(p.flops() == 4 * GemmProblem{512, 2048, 4096, Dtype::bf16}.flops());
+  CHECK(batched.hbm_bytes >= 4 * 2.0 * (512.0 * 4096 + 4096.0 * 2048 + 512.0 * 2048));
+  CHECK(batched.tiles == 4 * (batched.tiles / 4));
+  CHECK(batched.tiles >= 4 * single.tiles / single.split_k / 2);
+}

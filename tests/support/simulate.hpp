@@ -29,9 +29,10 @@ inline double makespan_us(const RunResult& r, const std::string& name) { return 
 inline double op_us(const Timeline& tl, OpId id) { return to_us(tl.ops[id].end - tl.ops[id].start); }
 
 // One GEMM alone on one GPU: its kernel time in microseconds.
-inline double gemm_alone_us(std::int64_t m, std::int64_t n, std::int64_t k, Dtype d, const HardwareSpec& hw = h100()) {
+inline double gemm_alone_us(std::int64_t m, std::int64_t n, std::int64_t k, Dtype d, const HardwareSpec& hw = h100(),
+                            std::int64_t batch = 1) {
   Dag dag(1);
-  const OpId id = dag.add(0, 0, "gemm", GemmOp{{m, n, k, d}});
+  const OpId id = dag.add(0, 0, "gemm", GemmOp{{m, n, k, d, batch}});
   return op_us(execute(dag, hw), id);
 }
 

@@ -10,17 +10,28 @@
 
 namespace tpsim {
 
+// `batch` independent products of the same shape in one launch (a strided batched
+// GEMM: cuBLAS puts the batch index in the grid, so the tiles of every product
+// share the SMs).
 struct GemmProblem {
   std::int64_t m = 0, n = 0, k = 0;
   Dtype dtype = Dtype::bf16;
-  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+  std::int64_t batch = 1;
+  double flops() const {
+    return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  }
+  // A + B + C once, in elements.
+  double operand_elements() const {
+    const double mm = static_cast<double>(m), nn = static_cast<double>(n), kk = static_cast<double>(k);
+    return static_cast<double>(batch) * (mm * kk + kk * nn + mm * nn);
+  }
 };
 
 struct GemmPlan {
   Dtype dtype = Dtype::bf16;
   GemmTile tile;
   int split_k = 1;
-  std::int64_t tiles = 0;   // output tiles
+  std::int64_t tiles = 0;   // output tiles (over the whole batch)
   std::int64_t blocks = 0;  // tiles x split_k
   double flops_per_block = 0;   // padded: edge tiles compute a whole tile
   double hbm_bytes = 0;         // A + B + C (+ split-K partials), read or written once per kernel

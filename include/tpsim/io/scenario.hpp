@@ -69,7 +69,7 @@ constexpr int kMaxLayers = 1000;
 // GEMMs beyond it would take hours of block events.
 constexpr double kMaxMatrixElements = 68719476736.0;
 // Fails at `path` when an operand of an m x k by k x n GEMM exceeds kMaxMatrixElements.
-void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path);
+void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path, std::int64_t batch = 1);
 
 // Hardware already loaded, by reference as written (sweeps parse many scenarios
 // naming the same few files). Safe to share between threads.
