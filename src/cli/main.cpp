@@ -1,13 +1,17 @@
 // tpsim command line. Exit codes: 0 ok, 2 bad input, 3 no usable GPU or a CUDA failure, 1 internal error.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "measure_commands.hpp"
 #include "tpsim/app/run_scenario.hpp"
@@ -18,6 +22,7 @@
 #include "tpsim/io/chrome_trace.hpp"
 #include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
+#include "tpsim/io/json_reader.hpp"
 #include "tpsim/io/result_writers.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
@@ -73,6 +78,12 @@ int sweep_command(const std::string& file, const std::string& shard, tpsim::Swee
         used != static_cast<int>(shard.size()) || opts.shard_count < 1 || opts.shard_index < 0 || opts.shard_index >= opts.shard_count)
       throw tpsim::InputError(fmt::format("--shard: \"{}\" is not I/N with 0 <= I < N", shard));
   }
+  // More threads than a few per core only add memory (each holds a window of rows) and switching.
+  const int cap = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (opts.jobs > cap) {
+    std::cerr << fmt::format("tpsim: note: --jobs {} is more than 4 per core; using {}\n", opts.jobs, cap);
+    opts.jobs = cap;
+  }
   opts.progress = isatty(STDERR_FILENO) != 0;
   if (const char* k = std::getenv("TPSIM_SWEEP_KILL_AFTER")) opts.kill_after = std::atoll(k);
   const tpsim::SweepSpec spec = tpsim::load_sweep_file(file);
@@ -85,9 +96,22 @@ int sweep_command(const std::string& file, const std::string& shard, tpsim::Swee
 
 }  // namespace
 
+// "tpsim rn": CLI11 would say only that "rn" was not expected.
+std::optional<std::string> unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return std::nullopt;
+  const std::string word = argv[1];
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  if (std::find(names.begin(), names.end(), word) != names.end()) return std::nullopt;
+  std::string msg = fmt::format("unknown command \"{}\"", word);
+  if (auto c = tpsim::closest_match(word, names)) return msg + fmt::format(" (did you mean \"{}\"?)", *c);
+  return msg + fmt::format(" (commands: {})", fmt::join(names, ", "));
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"tpsim: tensor-parallel communication/computation overlap simulator"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "tpsim " TPSIM_VERSION);
   std::string scenario, trace, json;
   auto* run = app.add_subcommand("run", "simulate every variant of a scenario");
   run->add_option("scenario", scenario, "scenario JSON file")->required();
@@ -158,6 +182,10 @@ int main(int argc, char** argv) {
   merge->add_option("inputs", merge_inputs, "shard CSV files")->required();
   merge->add_option("-o,--output", merge_output, "merged CSV")->required();
   merge->add_option("--markdown", merge_markdown, "also write a Markdown table of speedups");
+  if (auto unknown = unknown_subcommand(app, argc, argv)) {
+    std::cerr << "tpsim: error: " << *unknown << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

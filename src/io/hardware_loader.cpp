@@ -30,6 +30,17 @@ const std::map<std::string, std::map<std::string, double>>& unit_table() {
   return table;
 }
 
+// Bounds in simulator units beyond which a value is a typo, not hardware: they keep
+// absurd inputs (1e-8 GB/s NVLink, 1e300 us overheads) from giving plausible nonsense.
+std::pair<double, double> physical_range(const std::string& dimension) {
+  if (dimension == "time") return {1.0, 1e12};             // 1 ps .. 1 s
+  if (dimension == "bandwidth") return {1e-4, 100.0};      // 0.1 GB/s .. 100 TB/s
+  if (dimension == "flops") return {0.1, 1e5};             // 0.1 .. 100000 TFLOP/s
+  if (dimension == "bytes") return {1.0, 1e12};
+  if (dimension == "fraction") return {1e-3, 1.0};
+  return {1.0, 1e9};                                       // counts (each key has its own tighter limit)
+}
+
 class Quantities {
  public:
   explicit Quantities(const ObjectReader& r) : r_(r) {}
@@ -50,11 +61,18 @@ class Quantities {
     }
     if (q.string("source").empty()) fail_at(q.child_path("source"), "must say where the number comes from");
     if (dimension == "fraction" && value > 1.0) fail_at(q.child_path("value"), "a fraction must be at most 1");
-    return value * it->second;
+    const double converted = value * it->second;
+    const auto [lo, hi] = physical_range(dimension);
+    if (converted < lo || converted > hi)
+      fail_at(q.child_path("value"), fmt::format("{} {} is outside what any GPU system has ({:g} to {:g} {})", v.dump(), unit,
+                                                 lo / it->second, hi / it->second, unit));
+    return converted;
   }
-  int count(const std::string& key) const {
+  // A whole number up to `max`: counts size per-unit state (SMs, engines, channels), so they are bounded.
+  int count(const std::string& key, int max = 1 << 20) const {
     const double v = get(key, "count");
-    if (v != std::floor(v) || v > 1e9) fail_at(r_.child_path(key) + ".value", "must be a whole number");
+    if (v != std::floor(v)) fail_at(r_.child_path(key) + ".value", "must be a whole number");
+    if (v > max) fail_at(r_.child_path(key) + ".value", fmt::format("{:g} is more than the physical limit {}", v, max));
     return static_cast<int>(v);
   }
   Tick time(const std::string& key) const { return static_cast<Tick>(std::llround(get(key, "time"))); }
@@ -129,7 +147,7 @@ FabricSpec parse_fabric(const ObjectReader& r) {
   require("gpus_per_node", f.topology == "multi_node");
   if (r.has("pcie")) f.pcie = parse_link(r, "pcie");
   if (r.has("nic")) f.nic = parse_link(r, "nic");
-  if (r.has("gpus_per_node")) f.gpus_per_node = Quantities(r).count("gpus_per_node");
+  if (r.has("gpus_per_node")) f.gpus_per_node = Quantities(r).count("gpus_per_node", 4096);
   return f;
 }
 
@@ -169,8 +187,9 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   const ObjectReader sm = root.object("sm", {"count", "max_threads", "registers", "shared_memory", "max_blocks"});
   const Quantities smq(sm);
-  hw.sm.count = smq.count("count");
-  hw.sm.capacity = {smq.count("max_threads"), smq.count("registers"), smq.bytes("shared_memory"), smq.count("max_blocks")};
+  hw.sm.count = smq.count("count", 4096);
+  hw.sm.capacity = {smq.count("max_threads", 1 << 16), smq.count("registers", 1 << 24), smq.bytes("shared_memory"),
+                    smq.count("max_blocks", 1024)};
 
   const ObjectReader compute = root.object("compute", {"peak_dense"});
   const ObjectReader peak = compute.object("peak_dense", {"bf16", "fp16", "fp32", "fp8"});
@@ -194,7 +213,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   const Quantities gq(gemm);
   hw.gemm.block_prologue = gq.time("block_prologue");
   hw.gemm.kernel_ramp = gq.time("kernel_ramp");
-  hw.gemm.max_split_k = gq.count("max_split_k");
+  hw.gemm.max_split_k = gq.count("max_split_k", 1024);
   hw.gemm.min_split_k_depth = gq.count("min_split_k_depth");
 
   const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth"});
@@ -211,7 +230,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   const ObjectReader ce = root.object("copy_engines", {"count", "p2p_engines", "bandwidth", "latency"});
   const Quantities cq(ce);
-  hw.copy_engines = {cq.count("count"), cq.count("p2p_engines"), cq.get("bandwidth", "bandwidth"), cq.time("latency")};
+  hw.copy_engines = {cq.count("count", 256), cq.count("p2p_engines", 256), cq.get("bandwidth", "bandwidth"), cq.time("latency")};
   if (hw.copy_engines.p2p_engines > hw.copy_engines.count)
     fail_at(ce.child_path("p2p_engines"), "cannot exceed copy_engines.count");
 
@@ -219,8 +238,8 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   const ObjectReader nccl = root.object("nccl", {"max_channels", "p2p_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols"});
   const Quantities nq(nccl);
-  hw.nccl.max_channels = nq.count("max_channels");
-  hw.nccl.p2p_channels = nq.count("p2p_channels");
+  hw.nccl.max_channels = nq.count("max_channels", 1024);
+  hw.nccl.p2p_channels = nq.count("p2p_channels", 1024);
   hw.nccl.ring_startup = nq.time("ring_startup");
   hw.nccl.registers_per_thread = nq.count("registers_per_thread");
   hw.nccl.shared_bytes = nq.bytes("shared_memory");
@@ -238,7 +257,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead"});
   const Quantities eq(ew);
   hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
-  hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm");
+  hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm", 1024);
   hw.elementwise.block_overhead = eq.time("block_overhead");
 
   const ObjectReader red = root.object("reduction", {"aten_sum", "triton"});

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iostream>
 
 #include <fmt/format.h>
 
+#include "tpsim/io/duplicate_keys.hpp"
 #include "tpsim/io/gzip.hpp"
 
 namespace tpsim {
@@ -42,22 +44,51 @@ void fail_at(const std::string& path, const std::string& problem) {
 
 Json parse_json_text(const std::string& text, const std::string& source) {
   try {
-    return Json::parse(text);
+    return parse_rejecting_duplicate_keys<Json>(text);
   } catch (const Json::exception& e) {  // parse_error, and out_of_range for numbers too big for a double
     std::string what = e.what();
     // nlohmann prefixes "[json.exception.parse_error.101] parse error at ..."; keep the useful tail.
     const auto pos = what.find("] ");
     throw InputError(fmt::format("{}: malformed JSON: {}", source, pos == std::string::npos ? what : what.substr(pos + 2)));
+  } catch (const InputError& e) {  // a duplicate key, at its JSON path
+    throw InputError(fmt::format("{}: {}", source, e.what()));
   }
 }
 
-Json read_json_file(const std::string& file) {
+namespace {
+
+// Reads at most `limit` bytes; one more means the input is too large.
+std::string read_capped(std::istream& in, const std::string& source, std::size_t limit) {
+  std::string bytes;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    bytes.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (bytes.size() > limit)
+      throw InputError(fmt::format("{}: larger than {} bytes, more than any tpsim input needs", source, limit));
+  }
+  if (in.bad()) throw InputError(fmt::format("{}: read error", source));
+  return bytes;
+}
+
+}  // namespace
+
+std::string read_input_file(const std::string& file, std::size_t limit) {
+  if (file == "-") return read_capped(std::cin, "standard input", limit);
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (ec || !std::filesystem::exists(status)) throw InputError(fmt::format("{}: no such file", file));
+  if (std::filesystem::is_directory(status)) throw InputError(fmt::format("{}: is a directory, not a file", file));
+  if (!std::filesystem::is_regular_file(status))
+    throw InputError(fmt::format("{}: not a regular file (a device, pipe or socket); give a file, or - for standard input", file));
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", file));
-  std::ostringstream text;
-  text << in.rdbuf();
-  const std::string bytes = text.str();
-  return parse_json_text(is_gzip(bytes) ? gunzip(bytes, file) : bytes, file);
+  if (!in) throw InputError(fmt::format("{}: cannot open file (permission?)", file));
+  return read_capped(in, file, limit);
+}
+
+Json read_json_file(const std::string& file) {
+  const std::string bytes = read_input_file(file);
+  const std::string source = file == "-" ? "standard input" : file;
+  return parse_json_text(is_gzip(bytes) ? gunzip(bytes, source, kMaxInputBytes) : bytes, source);
 }
 
 static std::string type_name(const Json& v) { return v.type_name(); }

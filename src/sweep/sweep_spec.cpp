@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
+
+#include "tpsim/io/duplicate_keys.hpp"
 
 namespace tpsim {
 
@@ -25,13 +25,16 @@ std::vector<Json> expand_range(const OrderedJson& r, const std::string& path) {
   if (mul) {
     const std::int64_t f = o.positive_int("mul");
     if (f < 2) fail_at(o.child_path("mul"), "must be at least 2");
-    for (std::int64_t v = from; v <= to; v = v > to / f ? to + 1 : v * f) values.push_back(v);
+    for (std::int64_t v = from;; v *= f) {  // stops before v * f could pass `to` (or overflow)
+      values.push_back(v);
+      if (v > to / f) break;
+    }
   } else {
     const std::int64_t step = o.positive_int("step");
     const std::int64_t count = (to - from) / step + 1;
     if (count > kMaxSweepPoints)
       fail_at(path, fmt::format("{} values: more than the {} points a sweep may have", count, kMaxSweepPoints));
-    for (std::int64_t v = from; v <= to; v += step) values.push_back(v);
+    for (std::int64_t i = 0; i < count; ++i) values.push_back(from + i * step);  // never past `to`: no overflow
   }
   return values;
 }
@@ -94,7 +97,7 @@ Json SweepSpec::scenario_of(std::int64_t point) const {
 SweepSpec parse_sweep(const std::string& text, const std::string& dir) {
   OrderedJson doc;
   try {
-    doc = OrderedJson::parse(text);
+    doc = parse_rejecting_duplicate_keys<OrderedJson>(text);
   } catch (const OrderedJson::exception& e) {  // parse_error, and out_of_range for numbers too big for a double
     const std::string what = e.what();
     const auto pos = what.find("] ");
@@ -148,12 +151,9 @@ SweepSpec parse_sweep(const std::string& text, const std::string& dir) {
 }
 
 SweepSpec load_sweep_file(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", file));
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input_file(file);
   try {
-    return parse_sweep(text.str(), std::filesystem::path(file).parent_path().string());
+    return parse_sweep(text, std::filesystem::path(file).parent_path().string());
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", file, e.what()));
   }

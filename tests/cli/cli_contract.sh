@@ -36,9 +36,31 @@ check "malformed JSON" 2 'malformed JSON' "{$base, \"workload\": "
 check "not an object" 2 '$: must be an object, got array' '[1, 2]'
 check "unknown reduction kernel" 2 '$.software.symm_mem_reduction: unknown reduction "torch_sum" (aten_sum or triton)' "{$base, \"software\": {\"symm_mem_reduction\": \"torch_sum\"}, \"workload\": {\"op\": \"matmul_reducescatter\", \"m\": 4096, \"k\": 4096, \"n\": 4096}}"
 "$tpsim" run "$work/missing.json" > /dev/null 2> "$work/err"; rc=$?
-if [ $rc = 2 ] && grep -q "cannot open file" "$work/err"; then echo "ok missing file"; else echo "FAIL missing file: exit $rc"; fails=$((fails+1)); fi
+if [ $rc = 2 ] && grep -q "no such file" "$work/err"; then echo "ok missing file"; else echo "FAIL missing file: exit $rc"; fails=$((fails+1)); fi
 "$tpsim" frobnicate > /dev/null 2>&1; rc=$?
 if [ $rc = 2 ]; then echo "ok unknown subcommand"; else echo "FAIL unknown subcommand: exit $rc"; fails=$((fails+1)); fi
+check "duplicate key" 2 '$: duplicate key "gpus"' "{$base, \"gpus\": 4, \"workload\": {\"op\": \"matmul\", \"m\": 1, \"k\": 1, \"n\": 1}}"
+# Inputs that are not regular files, stdin, --version, a misspelled command.
+one_line() {  # name, expected stderr substring, command...
+  local name="$1" want="$2"; shift 2
+  "$@" > /dev/null 2> "$work/err" < /dev/null; local rc=$?
+  if [ $rc = 2 ] && grep -qF -- "$want" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok $name"
+  else echo "FAIL $name: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
+}
+one_line "directory as scenario" "is a directory, not a file" "$tpsim" run "$work"
+one_line "device as scenario" "not a regular file" "$tpsim" run /dev/zero
+one_line "misspelled command" 'unknown command "rn" (did you mean "run"?)' "$tpsim" rn "$work/s.json"
+if "$tpsim" run - --json - < "$root/scenarios/quickstart.json" | python3 -c 'import json,sys; assert json.load(sys.stdin)["results"]'; then
+  echo "ok scenario on stdin"; else echo "FAIL scenario on stdin"; fails=$((fails+1)); fi
+if "$tpsim" --version | grep -Eq '^tpsim [0-9]+\.[0-9]+\.[0-9]+$'; then echo "ok --version"; else echo "FAIL --version"; fails=$((fails+1)); fi
+# Hardware values outside physics are refused, not simulated into plausible nonsense.
+python3 - "$root/models/h100_sxm.json" "$work/slow_nvlink.json" <<'PY'
+import json, sys
+hw = json.load(open(sys.argv[1]))
+hw["fabric"]["nvlink"]["bandwidth_per_direction"]["value"] = 1e-8
+json.dump(hw, open(sys.argv[2], "w"))
+PY
+one_line "absurd hardware value" 'is outside what any GPU system has' "$tpsim" hardware show "$work/slow_nvlink.json"
 
 # --json - prints only JSON on stdout; a rerun is byte-identical, trace included.
 "$tpsim" run "$root/scenarios/quickstart.json" --json - --trace "$work/a.trace.json" > "$work/a.json" || { echo "FAIL quickstart"; fails=$((fails+1)); }

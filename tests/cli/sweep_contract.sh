@@ -20,6 +20,8 @@ JSON
 "$tpsim" sweep sweep.json -o one.csv --jobs 1 > /dev/null || fail "jobs 1 run"
 "$tpsim" sweep sweep.json -o two.csv --jobs 2 --markdown two.md > /dev/null || fail "jobs 2 run"
 cmp -s one.csv two.csv && pass "jobs 1 == jobs 2" || fail "jobs 1 != jobs 2"
+"$tpsim" sweep sweep.json -o many.csv --jobs 1000000 > /dev/null 2> many.err || fail "jobs 1000000 run"
+grep -q "is more than 4 per core; using" many.err && cmp -s one.csv many.csv && pass "--jobs capped, said so" || fail "--jobs 1000000"
 [ "$(wc -l < one.csv)" = "$((1 + 32 * 3))" ] && pass "one row per point and variant" || fail "row count $(wc -l < one.csv)"
 grep -q "async_tp speedup" two.md && pass "markdown" || fail "markdown"
 [ ! -e one.csv.progress ] && pass "progress marker removed" || fail "progress marker left"

@@ -35,6 +35,19 @@ TEST_CASE("Ranges expand by factor or by step, ends included", "[sweep]") {
   CHECK(s.points() == 12);
 }
 
+TEST_CASE("Ranges near the top of the 64-bit integers end instead of wrapping around", "[sweep]") {
+  // Adding the step (or multiplying) past `to` used to overflow and loop for ever.
+  const auto stepped = sweep(R"({"workload.m": {"from": 1, "to": 9000000000000000000, "step": 8000000000000000000}})");
+  CHECK(stepped.axes[0].values == std::vector<Json>{1, 8000000000000000001});
+  const auto multiplied = sweep(R"({"workload.m": {"from": 3, "to": 9000000000000000000, "mul": 1000000000}})");
+  CHECK(multiplied.axes[0].values == std::vector<Json>{3, 3000000000, 3000000000000000000});
+}
+
+TEST_CASE("A key given twice in a sweep is refused with its JSON path", "[sweep]") {
+  using Catch::Matchers::Contains;
+  CHECK_THAT(error_of(R"({"workload.m": [1], "workload.m": [2]})"), Contains(R"($.axes: duplicate key "workload.m")"));
+}
+
 TEST_CASE("Points are the cross product in file order, the last axis fastest", "[sweep]") {
   const auto s = sweep(R"({"hardware": ["h100_sxm", "h200"], "workload.m": [1024, 2048, 4096]})");
   CHECK(s.values_of(0) == std::vector<Json>{"h100_sxm", 1024});

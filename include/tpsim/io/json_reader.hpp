@@ -22,8 +22,16 @@ std::optional<std::string> closest_match(const std::string& word, const std::vec
 
 [[noreturn]] void fail_at(const std::string& path, const std::string& problem);
 
-// Parses text as JSON; a syntax error becomes "<source>: malformed JSON at byte N: ...".
+// The most any input file may hold (and a gzip file inflate to): a bound before
+// allocating, far above any real scenario, measurement file or profiler trace.
+inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 30;
+
+// Parses text as JSON; a syntax error becomes "<source>: malformed JSON at byte N: ...",
+// a repeated key "<source>: $.path: duplicate key ...".
 Json parse_json_text(const std::string& text, const std::string& source);
+// A regular file (or "-": standard input) read whole, at most kMaxInputBytes; a
+// directory, device or pipe is refused with one line.
+std::string read_input_file(const std::string& file, std::size_t limit = kMaxInputBytes);
 Json read_json_file(const std::string& file);
 
 class ObjectReader {
