@@ -23,6 +23,7 @@
 #include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/json_reader.hpp"
+#include "tpsim/io/output_file.hpp"
 #include "tpsim/io/result_writers.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
@@ -32,7 +33,14 @@ using tpsim::cli::write_file;
 
 namespace {
 
+// Every output path named on the command line, checked before any work.
+void check_outputs(std::initializer_list<std::string> paths) {
+  for (const auto& p : paths)
+    if (!p.empty()) tpsim::check_output_path(p);
+}
+
 int run_command(const std::string& scenario_file, const std::string& trace_file, const std::string& json_file) {
+  check_outputs({trace_file, json_file});
   const tpsim::Scenario s = tpsim::load_scenario_file(scenario_file);
   const tpsim::RunResult r = tpsim::run_scenario(s, !trace_file.empty());
   if (!trace_file.empty()) write_file(trace_file, tpsim::chrome_trace(r).dump() + "\n");
@@ -86,6 +94,10 @@ int sweep_command(const std::string& file, const std::string& shard, tpsim::Swee
   }
   opts.progress = isatty(STDERR_FILENO) != 0;
   if (const char* k = std::getenv("TPSIM_SWEEP_KILL_AFTER")) opts.kill_after = std::atoll(k);
+  check_outputs({opts.output, opts.markdown});
+  std::error_code ec;
+  if (std::filesystem::exists(opts.output, ec) && !std::filesystem::is_regular_file(opts.output, ec))
+    throw tpsim::InputError(fmt::format("{}: not a regular file; a sweep writes (and resumes) a CSV file", opts.output));
   const tpsim::SweepSpec spec = tpsim::load_sweep_file(file);
   const auto summary = tpsim::run_sweep(spec, opts, std::cerr);
   std::cout << fmt::format("{}: {} points ({} already done, {} simulated)\n", opts.output, summary.points, summary.resumed,
@@ -199,9 +211,11 @@ int main(int argc, char** argv) {
       std::string item;
       for (std::istringstream in(calib_only); std::getline(in, item, ',');)
         if (!item.empty()) calib.fit.only.push_back(item);
+      check_outputs({calib_out, calib_report});
       return calibrate_command(calib, calib_out, calib_report);
     }
     if (*validate) {
+      check_outputs({val_json});
       const tpsim::Validation v = tpsim::validate(val);
       std::cout << tpsim::format_validation(v);
       if (!val_json.empty()) write_file(val_json, tpsim::validation_json(v).dump(2) + "\n");
@@ -210,12 +224,16 @@ int main(int argc, char** argv) {
     if (*measure) return tpsim::cli::measure(measure_scenario, mo);
     if (*microbench) return tpsim::cli::microbench(mb);
     if (*merge) {
+      check_outputs({merge_output, merge_markdown});
       tpsim::merge_sweep_csvs(merge_inputs, merge_output);
       if (!merge_markdown.empty()) tpsim::write_markdown_from_csv(merge_output, merge_markdown);
       return 0;
     }
     if (*hw_list) std::cout << tpsim::hardware_list();
     if (*hw_show) std::cout << tpsim::hardware_show(hw_name);
+  } catch (const tpsim::OutputError& e) {
+    std::cerr << "tpsim: error: " << e.what() << "\n";
+    return 1;
   } catch (const tpsim::SimulationLimit& e) {
     std::cerr << "tpsim: error: " << e.what() << "\n";
     return 2;

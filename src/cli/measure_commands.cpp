@@ -26,6 +26,8 @@ std::string machine_name(int gpus) { return fmt::format("{} x {}", gpus, cuda_de
 }  // namespace
 
 int measure(const std::string& scenario_file, const MeasureOptions& o) {
+  for (const std::string& out : {o.output, o.trace})
+    if (!out.empty()) check_output_path(out);  // before any GPU time is spent
   const Scenario s = load_scenario_file(scenario_file);
   if (o.dry_run) {
     Json all = Json::array();
@@ -89,6 +91,7 @@ int microbench(const MeasureOptions& o) {
     return 0;
   }
   if (gpus < 1) throw GpuError("no CUDA device found");
+  check_output_path(o.output);
   const GpuRunOptions run{.warmup = o.warmup, .repeats = o.repeat, .stand_in_us = {}};
   const std::string machine = machine_name(gpus);
   for (auto& m : ms) {

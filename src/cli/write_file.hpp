@@ -1,18 +1,11 @@
 #pragma once
-// Writing an output file named on the command line; failure is the user's input error.
-#include <fstream>
+// Writing an output file named on the command line: checked and atomic (see output_file.hpp).
 #include <string>
 
-#include <fmt/format.h>
-
-#include "tpsim/io/input_error.hpp"
+#include "tpsim/io/output_file.hpp"
 
 namespace tpsim::cli {
 
-inline void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw InputError(fmt::format("{}: cannot write file", path));
-  out << text;
-}
+inline void write_file(const std::string& path, const std::string& text) { write_output_file(path, text); }
 
 }  // namespace tpsim::cli

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/app/run_scenario.hpp"
+#include "tpsim/io/output_file.hpp"
 #include "tpsim/sweep/sweep_table.hpp"
 
 namespace tpsim {
@@ -118,13 +119,15 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
       throw InputError(fmt::format("{}: belongs to another sweep or shard ({}); remove both to start again", progress_file, o.output));
     fs::resize_file(o.output, bytes);
     done = prefix;
+    write_output_file(progress_file, progress_tag(spec, o));
   } else {
-    std::ofstream(o.output, std::ios::binary) << header;
+    // The marker first: a CSV without one would look like a finished run of another sweep.
+    write_output_file(progress_file, progress_tag(spec, o));
+    write_output_file(o.output, header);
   }
-  std::ofstream(progress_file, std::ios::binary) << progress_tag(spec, o);
   summary.resumed = done;
 
-  std::ofstream out(o.output, std::ios::binary | std::ios::app);
+  AppendFile out(o.output);
   std::mutex mutex;
   std::condition_variable room;
   std::map<std::size_t, std::string> ready;  // finished out of order, waiting for earlier points
@@ -157,7 +160,14 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
       std::lock_guard<std::mutex> lock(mutex);
       ready.emplace(i, std::move(rows));
       while (!ready.empty() && ready.begin()->first == flushed) {
-        out << ready.begin()->second << std::flush;
+        try {
+          out.append(ready.begin()->second, fmt::format("its first {} points are whole and kept with {}: rerun to resume",
+                                                        flushed, progress_file));
+        } catch (...) {
+          failure = std::current_exception();
+          room.notify_all();
+          return;
+        }
         ready.erase(ready.begin());
         ++flushed;
         ++written_this_run;
@@ -170,7 +180,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < jobs; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  if (failure) std::rethrow_exception(failure);  // the progress marker stays: the CSV's whole points resume
   out.close();
   summary.simulated = static_cast<std::int64_t>(flushed) - summary.resumed;
   fs::remove(progress_file);
@@ -181,9 +191,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
 void write_markdown_from_csv(const std::string& csv, const std::string& markdown) {
   std::ifstream in(csv, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open file", csv));
-  std::ofstream out(markdown, std::ios::binary);
-  if (!out) throw InputError(fmt::format("{}: cannot write file", markdown));
-  out << sweep_markdown(in);
+  write_output_file(markdown, sweep_markdown(in));
 }
 
 void merge_sweep_csvs(const std::vector<std::string>& inputs, const std::string& output) {
@@ -209,10 +217,9 @@ void merge_sweep_csvs(const std::vector<std::string>& inputs, const std::string&
       if (!fresh && it->second != text) throw InputError(fmt::format("{}: point {} differs from another shard's", file, p));
     }
   }
-  std::ofstream out(output, std::ios::binary);
-  if (!out) throw InputError(fmt::format("{}: cannot write file", output));
-  out << header << "\n";
-  for (const auto& [p, text] : rows) out << text;
+  std::string merged = header + "\n";
+  for (const auto& [p, text] : rows) merged += text;
+  write_output_file(output, merged);
 }
 
 }  // namespace tpsim
