@@ -35,8 +35,4 @@ BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw
                    .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps};
 }
 
-Tick attention_block_time(const AttentionPlan& plan, const HardwareSpec& hw, int memory_blocks, double hbm_bytes_per_ps) {
-  return attention_block_work(plan, hw).time_at(hbm_bytes_per_ps / std::max(1, memory_blocks));
-}
-
 }  // namespace tpsim

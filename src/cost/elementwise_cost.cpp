@@ -20,9 +20,4 @@ BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec
                    .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps / hw.elementwise.blocks_per_sm};
 }
 
-Tick elementwise_block_time(const ElementwisePlan& plan, const HardwareSpec& hw, int memory_blocks_sharing,
-                            double hbm_bytes_per_ps) {
-  return elementwise_block_work(plan, hw).time_at(hbm_bytes_per_ps / std::max(1, memory_blocks_sharing));
-}
-
 }  // namespace tpsim

@@ -24,9 +24,4 @@ BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kern
                    .max_bytes_per_ps = sm_rate / hw.elementwise.blocks_per_sm};
 }
 
-Tick reduction_block_time(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw, int memory_blocks_sharing,
-                          double hbm_bytes_per_ps) {
-  return reduction_block_work(plan, kernel, hw).time_at(hbm_bytes_per_ps / std::max(1, memory_blocks_sharing));
-}
-
 }  // namespace tpsim

@@ -56,8 +56,8 @@ TEST_CASE("An elementwise kernel is HBM-bound: half the bandwidth, twice the tim
   slow.memory.hbm_bytes_per_ps /= 2;
   const auto plan = plan_elementwise(1e9, h100());
   const int all = static_cast<int>(plan.blocks);
-  const Tick fast_t = elementwise_block_time(plan, h100(), all, h100().memory.hbm_bytes_per_ps) - h100().elementwise.block_overhead;
-  const Tick slow_t = elementwise_block_time(plan, slow, all, slow.memory.hbm_bytes_per_ps) - slow.elementwise.block_overhead;
+  const Tick fast_t = elementwise_block_work(plan, h100()).time_at(h100().memory.hbm_bytes_per_ps / all) - h100().elementwise.block_overhead;
+  const Tick slow_t = elementwise_block_work(plan, slow).time_at(slow.memory.hbm_bytes_per_ps / all) - slow.elementwise.block_overhead;
   CHECK(static_cast<double>(slow_t) / static_cast<double>(fast_t) == Approx(2.0).epsilon(0.001));
   // 1 GB moved at ~3 TB/s: about 333 us end to end on the whole GPU.
   Dag dag(1);

@@ -27,6 +27,5 @@ double attention_flops(const AttentionOp& a);
 double attention_bytes(const AttentionOp& a);
 AttentionPlan plan_attention(const AttentionOp& a, const HardwareSpec& hw);
 BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw);
-Tick attention_block_time(const AttentionPlan& plan, const HardwareSpec& hw, int memory_blocks, double hbm_bytes_per_ps);
 
 }  // namespace tpsim

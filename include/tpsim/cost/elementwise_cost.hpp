@@ -16,7 +16,5 @@ struct ElementwisePlan {
 
 ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw);
 BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw);
-Tick elementwise_block_time(const ElementwisePlan& plan, const HardwareSpec& hw, int memory_blocks_sharing,
-                            double hbm_bytes_per_ps);
 
 }  // namespace tpsim

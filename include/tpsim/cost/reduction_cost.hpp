@@ -19,9 +19,4 @@ std::optional<ReductionKernel> parse_reduction_kernel(std::string_view s);
 // One block's work: its SM processes at most the kernel's rate per SM, shared by the blocks on it.
 BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw);
 
-// One block's time: its share of the bytes at the slower of what its SM can
-// process with this kernel and its share of the HBM left to the SMs.
-Tick reduction_block_time(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw, int memory_blocks_sharing,
-                          double hbm_bytes_per_ps);
-
 }  // namespace tpsim
