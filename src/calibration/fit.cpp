@@ -277,32 +277,31 @@ std::string ParameterChange::bound() const {
   return "";
 }
 
-double mean_abs_error(const std::vector<double>& predicted_us, const std::vector<Measurement>& ms, const std::string& op_class) {
-  double sum = 0;
-  int n = 0;
+std::map<std::string, ClassError> errors_by_class(const std::vector<double>& predicted_us, const std::vector<Measurement>& ms) {
+  std::map<std::string, ClassError> out;
   for (std::size_t i = 0; i < ms.size(); ++i) {
-    if (!op_class.empty() && measurement_class(ms[i].kind) != op_class) continue;
-    sum += std::fabs(predicted_us[i] / ms[i].time_us - 1);
-    ++n;
+    const double e = std::fabs(predicted_us[i] / ms[i].time_us - 1);
+    for (const std::string& c : {std::string(measurement_class(ms[i].kind)), std::string("all")}) {
+      ClassError& ce = out[c];
+      ++ce.n, ce.sum += e, ce.worst = std::max(ce.worst, e);
+    }
   }
-  return n ? sum / n : 0;
+  return out;
+}
+
+double mean_abs_error(const std::vector<double>& predicted_us, const std::vector<Measurement>& ms, const std::string& op_class) {
+  const auto errors = errors_by_class(predicted_us, ms);
+  const auto it = errors.find(op_class.empty() ? "all" : op_class);
+  return it == errors.end() ? 0 : it->second.mean();
 }
 
 std::string format_error_table(const std::vector<double>& before, const std::vector<double>& after, const std::vector<Measurement>& ms) {
-  std::map<std::string, std::pair<double, double>> worst;  // class -> max |err| before, after
-  std::map<std::string, int> count;
-  for (std::size_t i = 0; i < ms.size(); ++i) {
-    const std::string c(measurement_class(ms[i].kind));
-    auto& w = worst[c];
-    w.first = std::max(w.first, std::fabs(before[i] / ms[i].time_us - 1));
-    w.second = std::max(w.second, std::fabs(after[i] / ms[i].time_us - 1));
-    ++count[c];
-  }
+  const auto b = errors_by_class(before, ms), a = errors_by_class(after, ms);
   std::string out = fmt::format("{:<14} {:>4}  {:>16}  {:>16}\n", "op class", "n", "mean|err| before", "mean|err| after");
-  for (const auto& [c, n] : count)
-    out += fmt::format("{:<14} {:>4}  {:>7.1f}% (max {:>4.0f}%)  {:>7.1f}% (max {:>4.0f}%)\n", c, n,
-                       100 * mean_abs_error(before, ms, c), 100 * worst[c].first, 100 * mean_abs_error(after, ms, c),
-                       100 * worst[c].second);
+  for (const auto& [c, e] : b)
+    if (c != "all")
+      out += fmt::format("{:<14} {:>4}  {:>7.1f}% (max {:>4.0f}%)  {:>7.1f}% (max {:>4.0f}%)\n", c, e.n, 100 * e.mean(), 100 * e.worst,
+                         100 * a.at(c).mean(), 100 * a.at(c).worst);
   out += fmt::format("{:<14} {:>4}  {:>7.1f}%             {:>7.1f}%\n", "all", ms.size(), 100 * mean_abs_error(before, ms),
                      100 * mean_abs_error(after, ms));
   return out;

@@ -19,24 +19,6 @@ double to_ns(double us) { return std::round(us * 1000) / 1000; }  // JSON: micro
 
 std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
 
-// Per class: count, mean |error|, max |error| of one set of predictions.
-struct ClassError {
-  int n = 0;
-  double sum = 0, worst = 0;
-};
-
-std::map<std::string, ClassError> by_class(const std::vector<double>& predicted, const std::vector<Measurement>& ms) {
-  std::map<std::string, ClassError> out;
-  for (std::size_t i = 0; i < ms.size(); ++i) {
-    const double e = std::fabs(error_of(predicted[i], ms[i]));
-    for (const std::string& c : {std::string(measurement_class(ms[i].kind)), std::string("all")}) {
-      auto& ce = out[c];
-      ++ce.n, ce.sum += e, ce.worst = std::max(ce.worst, e);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 bool fittable(const Measurement& m) {
@@ -92,17 +74,14 @@ std::string format_validation(const Validation& v) {
     if (cv) out += fmt::format(" {:>11.2f} {:>8}", v.held_out_us[i], percent(error_of(v.held_out_us[i], m)));
     out += "\n";
   }
-  const auto as_given = by_class(v.predicted_us, v.measurements);
-  const auto held_out = cv ? by_class(v.held_out_us, v.measurements) : std::map<std::string, ClassError>{};
+  const auto as_given = errors_by_class(v.predicted_us, v.measurements);
+  const auto held_out = cv ? errors_by_class(v.held_out_us, v.measurements) : std::map<std::string, ClassError>{};
   out += fmt::format("\n{:<14} {:>4}  {:>22}{}\n", "op class", "n", "mean|err| as given",
                      cv ? fmt::format("  {:>22}", "leave-one-source-out") : "");
   const auto line = [&](const std::string& c) {
     const auto& a = as_given.at(c);
-    out += fmt::format("{:<14} {:>4}  {:>7.1f}% (max {:>5.0f}%)", c, a.n, 100 * a.sum / a.n, 100 * a.worst);
-    if (cv) {
-      const auto& h = held_out.at(c);
-      out += fmt::format("  {:>7.1f}% (max {:>5.0f}%)", 100 * h.sum / h.n, 100 * h.worst);
-    }
+    out += fmt::format("{:<14} {:>4}  {:>7.1f}% (max {:>5.0f}%)", c, a.n, 100 * a.mean(), 100 * a.worst);
+    if (cv) out += fmt::format("  {:>7.1f}% (max {:>5.0f}%)", 100 * held_out.at(c).mean(), 100 * held_out.at(c).worst);
     out += "\n";
   };
   for (const auto& [c, e] : as_given)

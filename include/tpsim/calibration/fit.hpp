@@ -4,6 +4,7 @@
 // NLopt's BOBYQA (derivative-free, bounded) to minimise the weighted mean of
 // squared log errors between simulated and measured times. Parameters that no
 // measurement moves are left as they are and reported so.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,14 @@ std::string format_fit_report(const FitReport& report, const std::vector<Measure
 Json prediction_rows_json(const std::vector<double>& before_us, const std::vector<double>& after_us,
                           const std::vector<Measurement>& measurements);
 Json fit_report_json(const FitReport& report, const std::vector<Measurement>& measurements);
+
+// |predicted / measured - 1| per op class, and over every row as "all".
+struct ClassError {
+  int n = 0;
+  double sum = 0, worst = 0;
+  double mean() const { return n ? sum / n : 0; }
+};
+std::map<std::string, ClassError> errors_by_class(const std::vector<double>& predicted_us, const std::vector<Measurement>& measurements);
 
 // Mean |predicted / measured - 1| over the measurements of one class ("" = all).
 double mean_abs_error(const std::vector<double>& predicted_us, const std::vector<Measurement>& measurements,
