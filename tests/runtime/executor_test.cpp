@@ -74,31 +74,32 @@ TEST_CASE("A barrier that one rank never reaches ends with a clear error, not a 
   CHECK_THROWS_WITH(execute(dag, h100()), Catch::Matchers::Contains("rank 0 stream 0 at 'lonely barrier'"));
 }
 
-TEST_CASE("Peer traffic into a GPU takes HBM bandwidth from its memory-bound kernels", "[runtime][hbm]") {
-  // A 64-row GEMM against a 58.7 MB weight is HBM-bound; a copy engine writing
-  // ~396 GB/s into the same HBM leaves it less for as long as the copy runs.
+namespace {
+
+// A 64-row GEMM against a 58.7 MB weight (HBM-bound) on GPU 0, alone and beside a
+// copy engine writing `copy_bytes` from GPU 1 into the same HBM: {alone, busy} in us.
+std::pair<double, double> skinny_gemm_alone_and_beside_copy(double copy_bytes) {
   const GemmOp skinny{{64, 3584, 8192, Dtype::bf16}};
   Dag alone(2);
   const OpId a = alone.add(0, 0, "gemm", skinny);
   Dag busy(2);
-  busy.add(0, 1, "copy", CopyOp{1, 0, 2e9});
+  busy.add(0, 1, "copy", CopyOp{1, 0, copy_bytes});
   const OpId b = busy.add(0, 0, "gemm", skinny);
-  const double t_alone = op_us(execute(alone, h100()), a);
-  const double t_busy = op_us(execute(busy, h100()), b);
+  return {op_us(execute(alone, h100()), a), op_us(execute(busy, h100()), b)};
+}
+
+}  // namespace
+
+TEST_CASE("Peer traffic into a GPU takes HBM bandwidth from its memory-bound kernels", "[runtime][hbm]") {
+  // The copy writes ~396 GB/s into the GEMM's HBM for as long as the GEMM runs.
+  const auto [t_alone, t_busy] = skinny_gemm_alone_and_beside_copy(2e9);
   const double hbm = h100().memory.hbm_bytes_per_ps, link = h100().fabric.nvlink.bytes_per_ps;
   CHECK(t_busy / t_alone == Approx(hbm / (hbm - link)).epsilon(0.03));
 }
 
 TEST_CASE("A kernel slowed by a copy speeds up again when the copy ends (HBM is re-timed, not sampled)", "[runtime][hbm]") {
   // The copy is short next to the memory-bound GEMM: only the overlap pays.
-  const GemmOp skinny{{64, 3584, 8192, Dtype::bf16}};
-  Dag alone(2);
-  const OpId a = alone.add(0, 0, "gemm", skinny);
-  Dag busy(2);
-  busy.add(0, 1, "copy", CopyOp{1, 0, 5e6});
-  const OpId b = busy.add(0, 0, "gemm", skinny);
-  const double t_alone = op_us(execute(alone, h100()), a);
-  const double t_busy = op_us(execute(busy, h100()), b);
+  const auto [t_alone, t_busy] = skinny_gemm_alone_and_beside_copy(5e6);
   const double hbm = h100().memory.hbm_bytes_per_ps, link = h100().fabric.nvlink.bytes_per_ps;
   CHECK(t_busy > t_alone);
   CHECK(t_busy < 0.5 * (t_alone + t_alone * hbm / (hbm - link)));  // far from paying the copy's share throughout
