@@ -27,8 +27,16 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
 
 }  // namespace
 
+double tile_flops_per_ps(const GemmTile& tile, Dtype dtype, const HardwareSpec& hw) {
+  const double issue_rate = hw.peak_flops_per_sm_per_ps(dtype) * tile.mainloop_efficiency;
+  // Per K step the tile loads (m + n) x k operands for 2 x m x n x k FLOPs; the SM
+  // cannot compute faster than L2 feeds it those operands.
+  const double flops_per_byte = 2.0 * tile.m * tile.n / ((tile.m + tile.n) * dtype_bytes(dtype));
+  return std::min(issue_rate, hw.gemm.l2_load_bytes_per_ps_per_sm * flops_per_byte);
+}
+
 BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw) {
-  const double flops_rate = hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.tile.mainloop_efficiency;
+  const double flops_rate = tile_flops_per_ps(plan.tile, plan.dtype, hw);
   // The K loop is pipelined: loads for stage i+1 overlap the MMAs of stage i, so
   // the block is bound by the slower of the two, plus its fixed prologue/epilogue.
   return BlockWork{.fixed = hw.gemm.block_prologue, .compute = duration_for(plan.flops_per_block, flops_rate),

@@ -198,7 +198,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (peak.has(std::string(dtype_name(d))))
       hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
 
-  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "max_split_k", "min_split_k_depth"});
+  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth"});
   const Json& tiles = gemm.array("tiles");
   if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
   for (std::size_t i = 0; i < tiles.size(); ++i)
@@ -213,6 +213,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   const Quantities gq(gemm);
   hw.gemm.block_prologue = gq.time("block_prologue");
   hw.gemm.kernel_ramp = gq.time("kernel_ramp");
+  hw.gemm.l2_load_bytes_per_ps_per_sm = gq.get("l2_load_bandwidth", "bandwidth");
   hw.gemm.max_split_k = gq.count("max_split_k", 1024);
   hw.gemm.min_split_k_depth = gq.count("min_split_k_depth");
 

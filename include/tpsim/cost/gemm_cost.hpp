@@ -38,6 +38,10 @@ struct GemmPlan {
   double hbm_bytes_per_block = 0;
 };
 
+// One SM's main-loop rate with this tile: the MMA issue rate, or the rate at which
+// L2 delivers the tile's operands, whichever binds (small tiles reuse less).
+double tile_flops_per_ps(const GemmTile& tile, Dtype dtype, const HardwareSpec& hw);
+
 // What one block does: its prologue, its math at the tile's rate, its share of A+B+C.
 BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw);
 

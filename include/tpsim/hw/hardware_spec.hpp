@@ -27,7 +27,7 @@ struct SmSpec {
 
 struct GemmTile {
   int m = 0, n = 0, k = 0;
-  double mainloop_efficiency = 0;  // fraction of the dtype's peak the K loop sustains with this tile
+  double mainloop_efficiency = 0;  // fraction of the dtype's peak the MMAs issue at when operands are waiting
   unsigned dtypes = ~0u;           // bit per Dtype this kernel family serves (tensor-core tiles are not fp32's)
   bool serves(Dtype d) const { return (dtypes >> static_cast<int>(d)) & 1u; }
 };
@@ -37,6 +37,9 @@ struct GemmSpec {
   BlockResources block;
   Tick block_prologue = 0;  // per block: its own pipeline fill and epilogue
   Tick kernel_ramp = 0;     // per kernel: launch across SMs, first fill, last drain (paid by the first blocks)
+  // Operand bytes one SM can stream from L2 into shared memory per ps. A tile loads
+  // (m + n) x k elements per m x n x k MMAs, so smaller tiles need more of it per FLOP.
+  double l2_load_bytes_per_ps_per_sm = 0;
   int max_split_k = 1;
   long long min_split_k_depth = 0;  // smallest K slice a split may get
 };
