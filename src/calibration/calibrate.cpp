@@ -1,6 +1,7 @@
 #include "tpsim/calibration/calibrate.hpp"
 
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -38,6 +39,14 @@ Calibration calibrate(const CalibrationRequest& req) {
   c.hardware = resolve_hardware_json(file);
   const std::string description = c.hardware.value("description", "");
   const HardwareSpec start = parse_hardware(c.hardware, file);  // a bad starting file is reported as such, not as a fit failure
+  check_dtypes_served(c.measurements, start);
+  check_dtypes_served(c.validation, start);
+  std::set<std::string> others;
+  for (const auto* list : {&c.measurements, &c.validation})
+    for (const Measurement& m : *list)
+      if (!m.hardware.empty() && m.hardware != start.name) others.insert(m.hardware);
+  for (const std::string& h : others)
+    c.notes.push_back(fmt::format("some measurements say they were taken on {}, not {}: fitting {} to them", h, start.name, start.name));
   c.validation_before_us = predict_all_us(c.validation, start);
   c.hardware.erase("base");
   const auto parameters =
@@ -49,7 +58,7 @@ Calibration calibrate(const CalibrationRequest& req) {
   for (const auto& f : req.measurement_files) names.push_back(std::filesystem::path(f).filename().string());
   const std::string from = fmt::format("{} measurements ({})", c.measurements.size(), fmt::join(names, ", "));
   for (const ParameterChange& p : c.report.parameters) {
-    if (!p.fitted) continue;
+    if (!p.fitted || c.report.kept_start) continue;
     std::vector<std::string> places = p.parameter.also;
     places.push_back(p.parameter.pointer);
     for (const auto& q : places) {

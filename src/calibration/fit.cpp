@@ -192,6 +192,7 @@ FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measureme
                        const std::vector<CalibrationParameter>& parameters, const FitOptions& options) {
   if (measurements.empty()) throw InputError("calibration needs at least one measurement");
   Problem problem{&hardware, &measurements, {}, {}, 0, std::numeric_limits<double>::infinity(), {}, {}, {}};
+  const Json start = hardware;  // always a candidate: the output never fits worse than the input
   FitReport report;
   report.predicted_before_us = problem.predict();
   report.objective_before = objective_of(report.predicted_before_us, measurements);
@@ -266,6 +267,15 @@ FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measureme
   report.evaluations = problem.evaluations;
   report.predicted_after_us = problem.predict();
   report.objective_after = objective_of(report.predicted_after_us, measurements);
+  // Few evaluations, tied values that started apart, 4-digit rounding: the search can end
+  // worse than where it began. Then the start is the answer.
+  if (report.objective_after > report.objective_before) {
+    hardware = start;
+    for (ParameterChange& c : report.parameters) c.after = c.before;
+    report.predicted_after_us = report.predicted_before_us;
+    report.objective_after = report.objective_before;
+    report.kept_start = true;
+  }
   return report;
 }
 
@@ -322,6 +332,7 @@ std::string format_fit_report(const FitReport& r, const std::vector<Measurement>
   std::string out = format_error_table(r.predicted_before_us, r.predicted_after_us, ms);
   out += fmt::format("objective (mean squared log error) {:.5f} -> {:.5f} in {} simulations of the measurement set\n",
                      r.objective_before, r.objective_after, r.evaluations);
+  if (r.kept_start) out += "no candidate fitted better than the starting model: it is kept unchanged (try more --max-evals)\n";
   const auto fitted = std::count_if(r.parameters.begin(), r.parameters.end(), [](const ParameterChange& c) { return c.fitted; });
   if (static_cast<std::size_t>(fitted) > ms.size())
     out += fmt::format("note: {} parameters from {} measurements is underdetermined; measure more (tpsim microbench) or fit fewer (--params)\n",
@@ -358,7 +369,7 @@ Json fit_report_json(const FitReport& r, const std::vector<Measurement>& ms) {
   }
   Json tradeoffs = Json::array();
   for (const Tradeoff& t : r.tradeoffs) tradeoffs.push_back({{"a", t.a}, {"b", t.b}, {"correlation", t.correlation}});
-  return Json{{"objective_before", r.objective_before}, {"objective_after", r.objective_after}, {"tradeoffs", tradeoffs},
+  return Json{{"objective_before", r.objective_before}, {"objective_after", r.objective_after}, {"kept_start", r.kept_start}, {"tradeoffs", tradeoffs},
               {"evaluations", r.evaluations}, {"parameters", params}, {"measurements", rows}};
 }
 

@@ -128,6 +128,9 @@ double measured_time_us(const ObjectReader& r, const Measurement& m) {
       choices += " or gbps";
     fail_at(r.path(), fmt::format("give exactly one measured value ({}), got {}", choices, given));
   }
+  // A GPU op takes from a few ns to seconds; outside that the row is a typo or wrong units.
+  if (!(us >= 1e-3 && us <= 1e9))
+    fail_at(r.path(), fmt::format("the measured time is {:.3g} us, outside 0.001 us to 1000 s: a typo or the wrong unit?", us));
   return us;
 }
 
@@ -222,8 +225,10 @@ std::vector<Measurement> parse_measurements(const Json& j, const std::string& so
   const Json& list = root.array("measurements");
   std::vector<Measurement> out;
   const std::string base_dir = std::filesystem::path(source).parent_path().string();
-  for (std::size_t i = 0; i < list.size(); ++i)
+  for (std::size_t i = 0; i < list.size(); ++i) {
     out.push_back(parse_one(list[i], fmt::format("$.measurements[{}]", i), hardware, source, base_dir));
+    out.back().hardware = hardware;
+  }
   return out;
 }
 
@@ -268,6 +273,16 @@ Json measurements_file_json(const std::vector<Measurement>& ms, const std::strin
   if (!hardware.empty()) j["hardware"] = hardware;
   if (!description.empty()) j["description"] = description;
   return j;
+}
+
+void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec& hw) {
+  for (const Measurement& m : ms) {
+    const bool has_gemm = m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::gemm_with_peer_copy ||
+                          m.kind == MeasurementKind::gemm_with_collective;
+    if (has_gemm && hw.peak_flops_per_ps[static_cast<int>(m.gemm.dtype)] <= 0)
+      throw InputError(fmt::format("{}: hardware {} has no {} math (its compute.peak_dense lacks it)", m.origin, hw.name,
+                                   dtype_name(m.gemm.dtype)));
+  }
 }
 
 }  // namespace tpsim

@@ -37,7 +37,9 @@ Validation validate(const ValidationRequest& req) {
   }
   const std::string file = hardware_file_path(req.hardware, "--hardware", "");
   Json start = resolve_hardware_json(file);
-  v.predicted_us = predict_all_us(v.measurements, parse_hardware(start, file));
+  const HardwareSpec hw = parse_hardware(start, file);
+  check_dtypes_served(v.measurements, hw);
+  v.predicted_us = predict_all_us(v.measurements, hw);
   if (!req.cross_validate) return v;
 
   start.erase("base");

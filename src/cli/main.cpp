@@ -58,6 +58,7 @@ int run_command(const std::string& scenario_file, const std::string& trace_file,
 int calibrate_command(tpsim::CalibrationRequest req, const std::string& output, const std::string& report_file) {
   if (req.name.empty()) req.name = std::filesystem::path(output).stem().string();
   const tpsim::Calibration c = tpsim::calibrate(req);
+  for (const std::string& note : c.notes) std::cerr << "note: " << note << "\n";
   std::cout << fmt::format("{} measurements from {} file(s); starting from {}\n", c.measurements.size(), req.measurement_files.size(),
                            req.hardware)
             << tpsim::format_fit_report(c.report, c.measurements);

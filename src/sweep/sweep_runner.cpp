@@ -15,6 +15,7 @@
 
 #include "tpsim/app/run_scenario.hpp"
 #include "tpsim/io/output_file.hpp"
+#include "tpsim/io/output_lock.hpp"
 #include "tpsim/sweep/sweep_table.hpp"
 
 namespace tpsim {
@@ -108,8 +109,12 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
 
   const std::string header = sweep_csv_header(spec);
   const std::string progress_file = o.output + ".progress";
+  // Held to the end: a second sweep on this CSV is refused instead of interleaving rows.
+  // The CSV is only ever truncated or appended to in place, so the claim stays on it.
+  const OutputLock claim(o.output);
+  const bool fresh = fs::file_size(o.output) == 0;  // new (or left empty by a run killed at its start)
   std::int64_t done = 0;
-  if (fs::exists(o.output)) {
+  if (!fresh) {
     std::ifstream tag_in(progress_file);
     std::string tag((std::istreambuf_iterator<char>(tag_in)), std::istreambuf_iterator<char>());
     const auto [prefix, bytes] = completed_prefix(o.output, header, points, rows_per_point);
@@ -123,11 +128,11 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
   } else {
     // The marker first: a CSV without one would look like a finished run of another sweep.
     write_output_file(progress_file, progress_tag(spec, o));
-    write_output_file(o.output, header);
   }
   summary.resumed = done;
 
   AppendFile out(o.output);
+  if (fresh) out.append(header, fmt::format("nothing yet; {} marks the run unfinished", progress_file));
   std::mutex mutex;
   std::condition_variable room;
   std::map<std::size_t, std::string> ready;  // finished out of order, waiting for earlier points

@@ -263,3 +263,25 @@ TEST_CASE("Parameters a fit can only see as a sum are reported as a tradeoff", "
   CHECK_THAT(format_fit_report(r, ms), Catch::Matchers::Contains("/launch/host_overhead, /launch/device_latency trade off"));
   CHECK(fit_report_json(r, ms)["tradeoffs"][0]["b"] == "/launch/device_latency");
 }
+
+TEST_CASE("Calibration never writes a model that fits worse than its start", "[calibration]") {
+  // The start predicts these rows exactly, but its 128x128 tile issues slower than the
+  // tile family it is tied to: any fitted candidate sets one shared value and fits worse.
+  Json start = h100_json();
+  start["/gemm/tiles/2/mainloop_efficiency/value"_json_pointer] = 0.6;
+  const HardwareSpec machine = parse_hardware(start, "start");
+  std::vector<Measurement> ms;
+  for (std::int64_t m : {256, 384, 512, 1024})
+    ms.push_back(make(MeasurementKind::gemm, {m, 4096, 4096, Dtype::bf16}, 0, 1));
+  for (auto& m : ms) m.time_us = predict_us(m, machine);
+  const Json original = start;
+  FitOptions options;
+  options.max_evaluations = 3;
+  const FitReport report = fit_hardware(start, ms, load_calibration_parameters(default_calibration_parameters_file()), options);
+  INFO(format_fit_report(report, ms));
+  CHECK(report.objective_before < 1e-12);
+  CHECK(report.kept_start);
+  CHECK(report.objective_after == report.objective_before);
+  CHECK(start == original);
+  CHECK(format_fit_report(report, ms).find("kept unchanged") != std::string::npos);
+}

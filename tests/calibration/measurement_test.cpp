@@ -71,6 +71,13 @@ TEST_CASE("Bad measurement files get one line naming the JSON path", "[measureme
         "$.measurements[0]: a 64 x 65536 x 65536 operand (2.75e+11 elements) is larger than any GPU memory holds (limit 2^36 elements)");
   CHECK(error_of(R"([{"kind": "peer_copy", "bytes": 10, "batch": 2, "time_us": 1}])").starts_with(
       R"($.measurements[0]: unknown key "batch")"));
+  // Times no GPU op takes, given directly or through a rate.
+  CHECK(error_of(R"([{"kind": "launch", "time_us": 1e-300}])") ==
+        "$.measurements[0]: the measured time is 1e-300 us, outside 0.001 us to 1000 s: a typo or the wrong unit?");
+  CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "tflops": 1e6}])").starts_with(
+      "$.measurements[0]: the measured time is"));
+  CHECK(error_of(R"([{"kind": "launch", "time_us": 2e9}])").find("outside 0.001 us to 1000 s") != std::string::npos);
+  CHECK(parse(R"([{"kind": "launch", "time_us": 0.001}])").front().hardware == "h100_sxm");
 }
 
 TEST_CASE("A batched GEMM row counts every product's FLOPs and keeps its batch through a round trip", "[measurement]") {

@@ -91,3 +91,24 @@ TEST_CASE("validate predicts every row; cross-validation holds each source out o
   CHECK(text.find("leave-one-source-out") != std::string::npos);
   CHECK(validation_json(cv)["rows"].size() == 3);
 }
+
+TEST_CASE("calibrate and validate refuse rows in a dtype the hardware lacks, and name rows from other hardware", "[calibration][validate]") {
+  const MeasurementFile fp8("fp8", {R"({"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "fp8", "time_us": 100})", kGemmA});
+  CalibrationRequest req;
+  req.measurement_files = {fp8.path};
+  req.hardware = "a100_sxm";  // Ampere has no fp8 tensor cores
+  req.fit.max_evaluations = 5;
+  CHECK_THROWS_WITH(calibrate(req), Catch::Contains("$.measurements[0]: hardware a100_sxm has no fp8 math"));
+  ValidationRequest v;
+  v.files = {fp8.path};
+  v.hardware = "a100_sxm";
+  CHECK_THROWS_WITH(validate(v), Catch::Contains("has no fp8 math"));
+  // The file says h100_sxm: fitting a100_sxm to it is allowed, but said.
+  const MeasurementFile bf16("other", {kGemmA, kGemmB});
+  req.measurement_files = {bf16.path};
+  const Calibration c = calibrate(req);
+  REQUIRE(c.notes.size() == 1);
+  CHECK(c.notes[0] == "some measurements say they were taken on h100_sxm, not a100_sxm: fitting a100_sxm to them");
+  req.hardware = "h100_sxm";
+  CHECK(calibrate(req).notes.empty());
+}

@@ -19,6 +19,27 @@ fail() { echo "FAIL $1"; fails=$((fails+1)); }
 [ $rc = 1 ] && grep -q "No space left on device" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ] && pass "--json /dev/full: exit 1, one line" \
   || { fail "--json /dev/full: exit $rc"; cat "$work/err"; }
 
+# Two sweeps on one CSV: the second is refused while the first holds it, and writes nothing.
+cat > "$work/small_sweep.json" <<JSON
+{ "base": "$root/scenarios/quickstart.json", "axes": { "workload.n": [1024, 2048] } }
+JSON
+if command -v flock > /dev/null; then
+  : > "$work/busy.csv"
+  flock "$work/busy.csv" sleep 2 &
+  holder=$!
+  sleep 0.5
+  "$tpsim" sweep "$work/small_sweep.json" -o "$work/busy.csv" > /dev/null 2> "$work/err"; rc=$?
+  [ $rc = 2 ] && grep -q "another tpsim sweep is writing it now" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ] \
+    && [ ! -s "$work/busy.csv" ] && [ ! -e "$work/busy.csv.progress" ] && pass "a second sweep on a held CSV: exit 2, nothing written" \
+    || { fail "second sweep on a held CSV: exit $rc"; cat "$work/err"; }
+  wait $holder  # (killing flock(1) would leave its sleep holding the lock)
+  "$tpsim" sweep "$work/small_sweep.json" -o "$work/busy.csv" > /dev/null 2> "$work/err" \
+    && [ "$(grep -c '^[0-9]' "$work/busy.csv")" = 4 ] && pass "the CSV is free again once its holder ends" \
+    || { fail "sweep after the holder ended"; cat "$work/err"; }
+else
+  echo "skip: no flock(1) here (the lock is covered by the unit test)"
+fi
+
 if mount -t tmpfs -o size=8k tmpfs "$full" 2> /dev/null; then
   mounted=1
   "$tpsim" run "$root/scenarios/quickstart.json" --trace "$full/t.json" > /dev/null 2> "$work/err"; rc=$?

@@ -8,6 +8,7 @@
 
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/output_file.hpp"
+#include "tpsim/io/output_lock.hpp"
 
 using namespace tpsim;
 namespace fs = std::filesystem;
@@ -53,4 +54,19 @@ TEST_CASE("A full device is an OutputError naming what was kept, for whole files
   CHECK_THROWS_WITH(write_output_file("/dev/full", "x"), Catch::Contains("No space left on device"));
   AppendFile rows("/dev/full");
   CHECK_THROWS_WITH(rows.append("1,2\n", "its first 7 points are whole"), Catch::Contains("its first 7 points are whole"));
+}
+
+TEST_CASE("A claimed output refuses a second claim until the first ends", "[io][output]") {
+  const fs::path dir = fs::temp_directory_path() / "tpsim_output_lock_test";
+  fs::create_directories(dir);
+  const std::string csv = (dir / "rows.csv").string();
+  {
+    const OutputLock first(csv);
+    CHECK(fs::exists(csv));  // created empty, so the claim has an inode to hold
+    CHECK(fs::file_size(csv) == 0);
+    CHECK_THROWS_AS(OutputLock(csv), InputError);
+    CHECK_THROWS_WITH(OutputLock(csv), Catch::Contains("another tpsim sweep is writing it now"));
+  }
+  CHECK_NOTHROW(OutputLock(csv));  // released with its holder
+  fs::remove_all(dir);
 }

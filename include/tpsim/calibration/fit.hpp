@@ -50,6 +50,7 @@ struct FitReport {
   std::vector<double> predicted_before_us, predicted_after_us;  // per measurement
   double objective_before = 0, objective_after = 0;
   int evaluations = 0;
+  bool kept_start = false;  // no candidate fitted better than the starting model, which is kept
 };
 
 // Fits `hardware` (a resolved hardware JSON: no "base") in place.

@@ -47,7 +47,11 @@ struct Measurement {
   int op_rank = 0;
   double time_us = 0;  // the measured (median) time
   double weight = 1;   // in the fit's sum of squared log errors
+  std::string hardware;  // the hardware its file says it was measured on ("" when it does not say)
 };
+
+// Every GEMM row's dtype must be one `hw` computes in (as `run` requires of a scenario).
+void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec& hw);
 
 // Strict: every problem is an InputError naming `source` and the JSON path.
 std::vector<Measurement> parse_measurements(const Json& j, const std::string& source);
