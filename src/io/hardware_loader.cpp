@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/cost/reduction_cost.hpp"
+#include "tpsim/io/relative_path.hpp"
 
 namespace tpsim {
 
@@ -165,9 +166,9 @@ Json resolve_base(const Json& j, const std::string& dir, int depth) {
   if (depth > 8) fail_at("$.base", "too many levels of \"base\" (a cycle?)");
   const std::string ref = as_string(j["base"], "$.base");
   const bool is_path = ref.find('/') != std::string::npos || ref.ends_with(".json");
-  fs::path file = is_path ? fs::path(ref) : fs::path(models_dir()) / (ref + ".json");
-  if (is_path && file.is_relative() && !fs::exists(file)) file = fs::path(dir) / file;
-  if (!fs::exists(file)) fail_at("$.base", fmt::format("base hardware \"{}\" not found", ref));
+  // A path is relative to the file that names it; a name is a shipped model.
+  const fs::path file = is_path ? resolve_relative(ref, dir.empty() ? "." : dir) : fs::path(models_dir()) / (ref + ".json");
+  if (!fs::exists(file)) fail_at("$.base", fmt::format("base hardware \"{}\" not found (as {})", ref, file.string()));
   Json merged = resolve_base(read_json_file(file.string()), file.parent_path().string(), depth + 1);
   Json patch = j;
   patch.erase("base");
@@ -316,9 +317,8 @@ std::vector<std::string> shipped_hardware_names() {
 std::string hardware_file_path(const std::string& ref, const std::string& json_path, const std::string& relative_to) {
   const bool is_path = ref.find('/') != std::string::npos || (ref.size() > 5 && ref.ends_with(".json"));
   if (is_path) {
-    fs::path p(ref);
-    if (p.is_relative() && !fs::exists(p) && !relative_to.empty()) p = fs::path(relative_to) / p;
-    if (!fs::exists(p)) fail_at(json_path, fmt::format("hardware file \"{}\" not found", ref));
+    const fs::path p = resolve_relative(ref, relative_to);
+    if (!fs::exists(p)) fail_at(json_path, fmt::format("hardware file \"{}\" not found (as {})", ref, p.string()));
     return p.string();
   }
   const auto names = shipped_hardware_names();

@@ -1,5 +1,6 @@
 #include "tpsim/sweep/sweep_runner.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <chrono>
 #include <condition_variable>
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -14,6 +16,8 @@
 #include <fmt/format.h>
 
 #include "tpsim/app/run_scenario.hpp"
+#include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/json_reader.hpp"
 #include "tpsim/io/output_file.hpp"
 #include "tpsim/io/output_lock.hpp"
 #include "tpsim/sweep/sweep_table.hpp"
@@ -31,8 +35,23 @@ std::string describe_point(const SweepSpec& spec, std::int64_t point) {
   return fmt::format("point {} ({})", point, fmt::join(parts, ", "));
 }
 
-std::string progress_tag(const SweepSpec& spec, const SweepOptions& o) {
-  return fmt::format("tpsim sweep {} shard {}/{}\n", spec.fingerprint, o.shard_index, o.shard_count);
+std::string progress_tag(const std::string& sweep_id, const SweepOptions& o) {
+  return fmt::format("tpsim sweep {} shard {}/{}\n", sweep_id, o.shard_index, o.shard_count);
+}
+
+// The sweep's points and the contents of every hardware file its points read (with
+// their "base" chains), from the spec alone so that every shard agrees: a resumed
+// sweep whose model file changed is another sweep.
+std::string sweep_identity(const SweepSpec& spec) {
+  std::set<std::string> hardware_refs;
+  for (const SweepAxis& a : spec.axes)
+    if (a.field == "hardware")
+      for (const Json& v : a.values) hardware_refs.insert(value_text(v));
+  if (hardware_refs.empty()) hardware_refs.insert(spec.base.value("hardware", ""));
+  std::string text = spec.fingerprint;
+  for (const std::string& ref : hardware_refs)
+    text += "\n" + ref + "\n" + resolve_hardware_json(hardware_file_path(ref, "$.hardware", spec.base_dir)).dump();
+  return fmt::format("{}/{}", fingerprint_of(text), spec.points());
 }
 
 // How many of the shard's points the CSV already holds whole, and the byte
@@ -107,6 +126,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
     }
   }
 
+  const std::string sweep_id = sweep_identity(spec);
   const std::string header = sweep_csv_header(spec);
   const std::string progress_file = o.output + ".progress";
   // Held to the end: a second sweep on this CSV is refused instead of interleaving rows.
@@ -120,14 +140,14 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
     const auto [prefix, bytes] = completed_prefix(o.output, header, points, rows_per_point);
     if (!fs::exists(progress_file) && prefix != summary.points)
       throw InputError(fmt::format("{}: exists and is not an unfinished run of this sweep; remove it or choose another -o", o.output));
-    if (fs::exists(progress_file) && tag != progress_tag(spec, o))
+    if (fs::exists(progress_file) && tag != progress_tag(sweep_id, o))
       throw InputError(fmt::format("{}: belongs to another sweep or shard ({}); remove both to start again", progress_file, o.output));
     fs::resize_file(o.output, bytes);
     done = prefix;
-    write_output_file(progress_file, progress_tag(spec, o));
+    write_output_file(progress_file, progress_tag(sweep_id, o));
   } else {
     // The marker first: a CSV without one would look like a finished run of another sweep.
-    write_output_file(progress_file, progress_tag(spec, o));
+    write_output_file(progress_file, progress_tag(sweep_id, o));
   }
   summary.resumed = done;
 
@@ -155,7 +175,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
       std::string rows;
       try {
         const RunResult r = run_scenario(parse_scenario(spec.scenario_of(points[i]), spec.base_dir, &cache), false);
-        rows = sweep_csv_rows(spec, points[i], r);
+        rows = sweep_csv_rows(spec, points[i], r, sweep_id);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         failure = std::current_exception();
@@ -200,21 +220,29 @@ void write_markdown_from_csv(const std::string& csv, const std::string& markdown
 }
 
 void merge_sweep_csvs(const std::vector<std::string>& inputs, const std::string& output) {
-  std::string header;
+  std::string header, sweep_id;
   std::map<std::int64_t, std::string> rows;  // point -> its lines
   for (const auto& file : inputs) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw InputError(fmt::format("{}: cannot open file", file));
     if (fs::exists(file + ".progress")) throw InputError(fmt::format("{}: this shard is unfinished (rerun it first)", file));
+    std::istringstream in(read_input_file(file));
     std::string line, h;
-    std::getline(in, h);
+    if (!std::getline(in, h) || h.empty()) throw InputError(fmt::format("{}: empty: not a tpsim sweep CSV", file));
+    if (!h.ends_with(",sweep"))
+      throw InputError(fmt::format("{}: no \"sweep\" column: not a CSV of this tpsim's sweep (rerun the shard)", file));
     if (header.empty()) header = h;
     if (h != header) throw InputError(fmt::format("{}: its columns differ from {}'s: not a shard of the same sweep", file, inputs.front()));
     std::map<std::int64_t, std::string> mine;
     while (std::getline(in, line)) {
       char* end = nullptr;
       const std::int64_t p = std::strtoll(line.c_str(), &end, 10);
-      if (end == line.c_str() || *end != ',') throw InputError(fmt::format("{}: malformed row \"{}\"", file, line));
+      const std::size_t comma = line.rfind(',');
+      if (end == line.c_str() || *end != ',' || p < 0 || comma == std::string::npos)
+        throw InputError(fmt::format("{}: malformed row \"{}\"", file, line));
+      const std::string id = line.substr(comma + 1);
+      if (sweep_id.empty()) sweep_id = id;
+      if (id != sweep_id)
+        throw InputError(fmt::format("{}: point {} is of another sweep ({}) than the first row's ({}): a shard of another sweep, "
+                                     "or of this one run with other model files", file, p, id, sweep_id));
       mine[p] += line + "\n";
     }
     for (auto& [p, text] : mine) {
@@ -222,6 +250,22 @@ void merge_sweep_csvs(const std::vector<std::string>& inputs, const std::string&
       if (!fresh && it->second != text) throw InputError(fmt::format("{}: point {} differs from another shard's", file, p));
     }
   }
+  if (sweep_id.empty()) throw InputError("merge: the shards hold no rows");
+  // The identity ends in the sweep's point count: every point 0..count-1 must be there, whole.
+  const std::int64_t count = std::strtoll(sweep_id.substr(sweep_id.find('/') + 1).c_str(), nullptr, 10);
+  std::int64_t missing = 0, first_missing = -1;
+  for (std::int64_t p = 0; p < count; ++p)
+    if (!rows.contains(p)) first_missing = first_missing < 0 ? p : first_missing, ++missing;
+  if (missing > 0)
+    throw InputError(fmt::format("merge: {} of the sweep's {} points are in no shard (the first is point {}): a shard is missing",
+                                 missing, count, first_missing));
+  if (!rows.empty() && rows.rbegin()->first >= count)
+    throw InputError(fmt::format("merge: point {} is beyond the sweep's {} points", rows.rbegin()->first, count));
+  // Every point has one row per variant: as many as point 0.
+  const auto lines = [](const std::string& text) { return std::count(text.begin(), text.end(), '\n'); };
+  for (const auto& [p, text] : rows)
+    if (lines(text) != lines(rows.begin()->second))
+      throw InputError(fmt::format("merge: point {} has {} rows, point 0 has {}", p, lines(text), lines(rows.begin()->second)));
   std::string merged = header + "\n";
   for (const auto& [p, text] : rows) merged += text;
   write_output_file(output, merged);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/io/duplicate_keys.hpp"
+#include "tpsim/io/relative_path.hpp"
 
 namespace tpsim {
 
@@ -56,13 +57,13 @@ void set_field(Json& doc, const std::string& field, const Json& value) {
   }
 }
 
-std::string fnv1a(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ull;
+}  // namespace
+
+std::string fingerprint_of(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across machines and builds
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);
 }
-
-}  // namespace
 
 std::vector<std::string> sweepable_fields() {
   return {"name", "hardware", "gpus", "dtype", "variants", "workload.op", "workload.m", "workload.k", "workload.n",
@@ -109,9 +110,9 @@ SweepSpec parse_sweep(const std::string& text, const std::string& dir) {
   spec.base_dir = dir;
   const Json& base = root.at("base");
   if (base.is_string()) {
-    std::filesystem::path p(base.get<std::string>());
-    if (p.is_relative() && !std::filesystem::exists(p)) p = std::filesystem::path(dir) / p;
-    if (!std::filesystem::exists(p)) fail_at("$.base", fmt::format("scenario file \"{}\" not found", base.get<std::string>()));
+    const std::filesystem::path p = resolve_relative(base.get<std::string>(), dir.empty() ? "." : dir);
+    if (!std::filesystem::exists(p))
+      fail_at("$.base", fmt::format("scenario file \"{}\" not found (as {})", base.get<std::string>(), p.string()));
     spec.base = read_json_file(p.string());
     spec.base_dir = p.parent_path().string();
   } else if (base.is_object()) {
@@ -146,7 +147,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& dir) {
   }
   Json identity{{"base", spec.base}, {"axes", Json::array()}};
   for (const auto& a : spec.axes) identity["axes"].push_back({a.field, a.values});
-  spec.fingerprint = fnv1a(identity.dump());
+  spec.fingerprint = fingerprint_of(identity.dump());
   return spec;
 }
 

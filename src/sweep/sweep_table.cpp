@@ -1,5 +1,6 @@
 #include "tpsim/sweep/sweep_table.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -15,7 +16,8 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-constexpr const char* kMetricColumns = "variant,makespan_us,speedup_vs_baseline,exposed_comm_us,sm_utilization,link_utilization,best_variant";
+constexpr const char* kMetricColumns =
+    "variant,makespan_us,speedup_vs_baseline,exposed_comm_us,sm_utilization,link_utilization,best_variant,sweep";
 
 }  // namespace
 
@@ -25,7 +27,7 @@ std::string sweep_csv_header(const SweepSpec& spec) {
   return fmt::format("{},{}\n", fmt::join(columns, ","), kMetricColumns);
 }
 
-std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunResult& result) {
+std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunResult& result, const std::string& sweep_id) {
   std::vector<std::string> cells{std::to_string(point)};
   for (const auto& v : spec.values_of(point)) cells.push_back(csv_field(value_text(v)));
   const std::string prefix = fmt::format("{}", fmt::join(cells, ","));
@@ -37,9 +39,9 @@ std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunR
     const auto& m = run.metrics;
     const auto sp = result.speedup(run);
     const auto fraction = [](const std::optional<double>& u) { return u ? fmt::format("{:.4f}", *u) : std::string(); };
-    out += fmt::format("{},{},{:.3f},{},{:.3f},{},{},{}\n", prefix, run.variant, to_us(m.makespan),
+    out += fmt::format("{},{},{:.3f},{},{:.3f},{},{},{},{}\n", prefix, run.variant, to_us(m.makespan),
                        sp ? fmt::format("{:.4f}", *sp) : "", to_us(m.exposed_comm), fraction(m.sm_utilization),
-                       fraction(m.link_utilization), best->variant);
+                       fraction(m.link_utilization), best->variant, sweep_id);
   }
   return out;
 }
@@ -72,7 +74,11 @@ std::string sweep_markdown(std::istream& csv) {
   std::string line;
   std::vector<std::string> header, f;
   if (!std::getline(csv, line) || !split_csv_line(line, header)) return "";
-  const std::size_t axes = header.size() - 8;  // point, axes..., 7 metric columns
+  const auto variant_col = std::find(header.begin(), header.end(), "variant");
+  const auto best_col = std::find(header.begin(), header.end(), "best_variant");
+  if (variant_col == header.end() || best_col == header.end()) return "";
+  const std::size_t axes = static_cast<std::size_t>(variant_col - header.begin()) - 1;  // point, axes..., variant, ...
+  const std::size_t best_at = static_cast<std::size_t>(best_col - header.begin());
   struct Point {
     std::vector<std::string> axis_values;
     std::map<std::string, std::pair<std::string, std::string>> by_variant;  // makespan, speedup
@@ -85,7 +91,7 @@ std::string sweep_markdown(std::istream& csv) {
   while (std::getline(csv, line)) {
     if (!split_csv_line(line, f) || f.size() != header.size()) continue;
     if (f[0] != last_point) {
-      points.push_back({std::vector<std::string>(f.begin() + 1, f.begin() + 1 + static_cast<long>(axes)), {}, f.back()});
+      points.push_back({std::vector<std::string>(f.begin() + 1, f.begin() + 1 + static_cast<long>(axes)), {}, f[best_at]});
       last_point = f[0];
     }
     const std::string& v = f[1 + axes];

@@ -30,6 +30,49 @@ grep -q "async_tp speedup" two.md && pass "markdown" || fail "markdown"
 "$tpsim" merge s1.csv s0.csv -o merged.csv > /dev/null || fail "merge"
 cmp -s one.csv merged.csv && pass "two shards merged == one run" || fail "merged differs"
 
+# merge takes only the complete set of shards of one sweep.
+merge_refused() {  # name, expected message, inputs...
+  local name="$1" msg="$2"; shift 2
+  rm -f m.csv
+  "$tpsim" merge "$@" -o m.csv > /dev/null 2> err; local rc=$?
+  if [ $rc = 2 ] && grep -qF -- "$msg" err && [ "$(wc -l < err)" = 1 ] && [ ! -e m.csv ]; then pass "$name"; else fail "$name: exit $rc"; cat err; fi
+}
+merge_refused "merge: a missing shard" "points are in no shard (the first is point 1): a shard is missing" s0.csv
+"$tpsim" sweep sweep.json -o t0.csv --shard 0/3 > /dev/null && "$tpsim" sweep sweep.json -o t1.csv --shard 1/3 > /dev/null \
+  && "$tpsim" sweep sweep.json -o t2.csv --shard 2/3 > /dev/null || fail "three shards"
+"$tpsim" merge s0.csv t0.csv t1.csv t2.csv -o mixed.csv > /dev/null && cmp -s one.csv mixed.csv \
+  && pass "merge: shards of two counts that together cover every point" || fail "mixed complete merge"
+merge_refused "merge: mixed counts leaving a gap" "a shard is missing" s0.csv t1.csv
+sed 's/"h200"/"h800"/' sweep.json > same_columns.json
+"$tpsim" sweep same_columns.json -o o1.csv --shard 1/2 > /dev/null || fail "other sweep's shard"
+merge_refused "merge: a shard of another sweep with the same columns" "is of another sweep" s0.csv o1.csv
+: > empty.csv
+merge_refused "merge: an empty first file" "empty: not a tpsim sweep CSV" empty.csv s0.csv s1.csv
+mkdir -p adir
+merge_refused "merge: a directory" "is a directory" adir s1.csv
+
+# A model file the sweep reads changed: a resumed run would mix two models.
+mkdir -p hw
+printf '{"name": "mine", "base": "h100_sxm"}\n' > hw/mine.json
+cat > own_hw.json <<'JSON'
+{ "base": { "hardware": "hw/mine.json", "gpus": 8, "dtype": "bf16",
+            "workload": { "op": "allgather_matmul", "m": 16384, "k": 8192, "n": 3584 }, "variants": ["baseline", "async_tp"] },
+  "axes": { "workload.m": { "from": 1024, "to": 65536, "mul": 2 } } }
+JSON
+TPSIM_SWEEP_KILL_AFTER=2 "$tpsim" sweep own_hw.json -o own.csv > /dev/null 2>&1
+printf '{"name": "mine", "base": "h100_sxm", "memory": {"hbm_efficiency": {"value": 0.5, "unit": "fraction", "source": "edited"}}}\n' > hw/mine.json
+"$tpsim" sweep own_hw.json -o own.csv > /dev/null 2> err; rc=$?
+[ $rc = 2 ] && grep -q "belongs to another sweep" err && pass "resume refused after a hardware file changed" || { fail "changed hardware file: exit $rc"; cat err; }
+
+# Relative paths in a file resolve against that file, wherever tpsim runs.
+mkdir -p elsewhere/hw
+printf '{"name": "decoy", "base": "h100_sxm", "memory": {"hbm_efficiency": {"value": 0.3, "unit": "fraction", "source": "decoy"}}}\n' > elsewhere/hw/mine.json
+python3 -c "import json; d=json.load(open('own_hw.json'))['base']; json.dump(d, open('hw_scenario.json','w'))"
+here=$("$tpsim" run hw_scenario.json --json - | python3 -c "import json,sys; print(json.load(sys.stdin)['results'][0]['makespan_us'])")
+there=$(cd elsewhere && "$tpsim" run ../hw_scenario.json --json - | python3 -c "import json,sys; print(json.load(sys.stdin)['results'][0]['makespan_us'])")
+[ -n "$here" ] && [ "$here" = "$there" ] && pass "a relative hardware path means the same file from any directory" \
+  || fail "relative hardware path: $here here, $there from elsewhere"
+
 # kill -9 midway (the hook raises SIGKILL after 5 points are on disk), then resume.
 TPSIM_SWEEP_KILL_AFTER=5 "$tpsim" sweep sweep.json -o killed.csv --jobs 2 > /dev/null 2>&1
 rc=$?

@@ -49,4 +49,7 @@ SweepSpec load_sweep_file(const std::string& file);
 // Text of an axis value for CSV and tables: numbers as written, lists joined by '+'.
 std::string value_text(const Json& v);
 
+// 16 hex digits identifying `text` (FNV-1a, the same on every machine).
+std::string fingerprint_of(const std::string& text);
+
 }  // namespace tpsim

@@ -11,9 +11,12 @@
 
 namespace tpsim {
 
+// Columns: point, one per axis, the metrics, and `sweep`: the sweep's identity (what
+// it simulates, including the contents of every file it reads, "/" its point count),
+// the same in every shard, so `merge` can tell a complete set of shards of one sweep.
 std::string sweep_csv_header(const SweepSpec& spec);
 // The CSV lines of one simulated point (each ending in '\n').
-std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunResult& result);
+std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunResult& result, const std::string& sweep_id);
 
 // Splits one CSV line (RFC 4180 quoting). Returns false on a malformed line.
 bool split_csv_line(const std::string& line, std::vector<std::string>& fields);
