@@ -14,6 +14,7 @@
 #include "tpsim/calibration/identifiability.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/json_reader.hpp"
 
 namespace tpsim {
 
@@ -191,6 +192,16 @@ std::vector<CalibrationParameter> load_calibration_parameters(const std::string&
 FitReport fit_hardware(Json& hardware, const std::vector<Measurement>& measurements,
                        const std::vector<CalibrationParameter>& parameters, const FitOptions& options) {
   if (measurements.empty()) throw InputError("calibration needs at least one measurement");
+  // A pattern that selects nothing is a typo, not a request to fit nothing.
+  for (const std::string& pattern : options.only)
+    if (std::none_of(parameters.begin(), parameters.end(),
+                     [&](const CalibrationParameter& p) { return p.pointer.find(pattern) != std::string::npos; })) {
+      std::vector<std::string> pointers;
+      for (const CalibrationParameter& p : parameters) pointers.push_back(p.pointer);
+      std::string msg = fmt::format("--params: \"{}\" is in no fittable parameter's pointer", pattern);
+      if (auto s = closest_match(pattern, pointers)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+      throw InputError(msg);
+    }
   Problem problem{&hardware, &measurements, {}, {}, 0, std::numeric_limits<double>::infinity(), {}, {}, {}};
   const Json start = hardware;  // always a candidate: the output never fits worse than the input
   FitReport report;

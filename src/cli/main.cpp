@@ -42,6 +42,7 @@ void check_outputs(std::initializer_list<std::string> paths) {
 int run_command(const std::string& scenario_file, const std::string& trace_file, const std::string& json_file) {
   check_outputs({trace_file, json_file});
   const tpsim::Scenario s = tpsim::load_scenario_file(scenario_file);
+  for (const std::string& note : s.notes) std::cerr << "tpsim: note: " << note << "\n";
   const tpsim::RunResult r = tpsim::run_scenario(s, !trace_file.empty());
   if (!trace_file.empty()) write_file(trace_file, tpsim::chrome_trace(r).dump() + "\n");
   const std::string json = tpsim::result_json(r).dump(2) + "\n";
@@ -95,14 +96,17 @@ int sweep_command(const std::string& file, const std::string& shard, tpsim::Swee
   }
   opts.progress = isatty(STDERR_FILENO) != 0;
   if (const char* k = std::getenv("TPSIM_SWEEP_KILL_AFTER")) opts.kill_after = std::atoll(k);
+  if (opts.output == "-" && !opts.markdown.empty())
+    throw tpsim::InputError("--markdown: the table is made from the CSV file; with -o - there is none (write the CSV to a file)");
   check_outputs({opts.output, opts.markdown});
   std::error_code ec;
   if (std::filesystem::exists(opts.output, ec) && !std::filesystem::is_regular_file(opts.output, ec))
     throw tpsim::InputError(fmt::format("{}: not a regular file; a sweep writes (and resumes) a CSV file", opts.output));
   const tpsim::SweepSpec spec = tpsim::load_sweep_file(file);
   const auto summary = tpsim::run_sweep(spec, opts, std::cerr);
-  std::cout << fmt::format("{}: {} points ({} already done, {} simulated)\n", opts.output, summary.points, summary.resumed,
-                           summary.simulated);
+  // With -o - standard output carries the CSV, so the summary goes to standard error.
+  (opts.output == "-" ? std::cerr : std::cout)
+      << fmt::format("{}: {} points ({} already done, {} simulated)\n", opts.output, summary.points, summary.resumed, summary.simulated);
   if (!opts.markdown.empty()) std::cout << fmt::format("{}: Markdown table\n", opts.markdown);
   return 0;
 }
@@ -140,7 +144,7 @@ int main(int argc, char** argv) {
   std::string sweep_file, shard;
   auto* sweep = app.add_subcommand("sweep", "simulate a sweep of scenarios in parallel; resumable");
   sweep->add_option("sweep", sweep_file, "sweep JSON file")->required();
-  sweep->add_option("-o,--output", sweep_opts.output, "CSV of results (default results.csv)");
+  sweep->add_option("-o,--output", sweep_opts.output, "CSV of results (default results.csv; - writes it to standard output, not resumable)");
   sweep->add_option("--markdown", sweep_opts.markdown, "also write a Markdown table of speedups");
   sweep->add_option("--jobs", sweep_opts.jobs, "threads (default: every core)")->check(CLI::NonNegativeNumber);
   sweep->add_option("--shard", shard, "I/N: run the I-th of N deterministic slices of the points (0-based)");

@@ -145,10 +145,10 @@ FabricSpec parse_fabric(const ObjectReader& r) {
   };
   require("pcie", f.topology == "pairs");
   require("nic", f.topology == "multi_node");
-  require("gpus_per_node", f.topology == "multi_node");
   if (r.has("pcie")) f.pcie = parse_link(r, "pcie");
   if (r.has("nic")) f.nic = parse_link(r, "nic");
-  if (r.has("gpus_per_node")) f.gpus_per_node = Quantities(r).count("gpus_per_node", 4096);
+  // Every topology but multi_node is one node: a TP group larger than it does not exist.
+  f.gpus_per_node = Quantities(r).count("gpus_per_node", 4096);
   return f;
 }
 

@@ -91,8 +91,8 @@ void write_output_file(const std::string& path, std::string_view text) {
   }
 }
 
-AppendFile::AppendFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+AppendFile::AppendFile(const std::string& path) : path_(path == "-" ? "standard output" : path) {
+  fd_ = path == "-" ? ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0) : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
   if (fd_ < 0) fail_writing(path, errno, "nothing was written");
 }
 

@@ -198,6 +198,13 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (s.hardware.peak_flops_per_ps[static_cast<int>(s.dtype)] <= 0)
     fail_at("$.dtype", fmt::format("hardware {} has no {} math (its compute.peak_dense lacks it)", s.hardware.name, dtype));
+  const FabricSpec& fabric = s.hardware.fabric;
+  if (fabric.topology != "multi_node" && s.gpus > fabric.gpus_per_node)
+    fail_at("$.gpus", fmt::format("{} is one node of {} GPUs (topology \"{}\"); {} GPUs need a multi_node hardware model such as "
+                                  "h100_sxm_2node", s.hardware.name, fabric.gpus_per_node, fabric.topology, s.gpus));
+  if (fabric.topology == "multi_node")
+    s.notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of up to {} GPUs, one NIC per GPU between nodes", s.gpus, s.hardware.name,
+                                  (s.gpus + fabric.gpus_per_node - 1) / fabric.gpus_per_node, fabric.gpus_per_node));
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <ostream>
 #include <sstream>
@@ -129,10 +130,13 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
   const std::string sweep_id = sweep_identity(spec);
   const std::string header = sweep_csv_header(spec);
   const std::string progress_file = o.output + ".progress";
+  // "-" streams the rows to standard output: nothing to claim or resume.
+  const bool to_stdout = o.output == "-";
   // Held to the end: a second sweep on this CSV is refused instead of interleaving rows.
   // The CSV is only ever truncated or appended to in place, so the claim stays on it.
-  const OutputLock claim(o.output);
-  const bool fresh = fs::file_size(o.output) == 0;  // new (or left empty by a run killed at its start)
+  std::optional<OutputLock> claim;
+  if (!to_stdout) claim.emplace(o.output);
+  const bool fresh = to_stdout || fs::file_size(o.output) == 0;  // new (or left empty by a run killed at its start)
   std::int64_t done = 0;
   if (!fresh) {
     std::ifstream tag_in(progress_file);
@@ -145,7 +149,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
     fs::resize_file(o.output, bytes);
     done = prefix;
     write_output_file(progress_file, progress_tag(sweep_id, o));
-  } else {
+  } else if (!to_stdout) {
     // The marker first: a CSV without one would look like a finished run of another sweep.
     write_output_file(progress_file, progress_tag(sweep_id, o));
   }
@@ -208,7 +212,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
   if (failure) std::rethrow_exception(failure);  // the progress marker stays: the CSV's whole points resume
   out.close();
   summary.simulated = static_cast<std::int64_t>(flushed) - summary.resumed;
-  fs::remove(progress_file);
+  if (!to_stdout) fs::remove(progress_file);
   if (!o.markdown.empty()) write_markdown_from_csv(o.output, o.markdown);
   return summary;
 }

@@ -285,3 +285,14 @@ TEST_CASE("Calibration never writes a model that fits worse than its start", "[c
   CHECK(start == original);
   CHECK(format_fit_report(report, ms).find("kept unchanged") != std::string::npos);
 }
+
+TEST_CASE("A --params pattern that selects no parameter is an error, not an empty fit", "[calibration]") {
+  Json hw = h100_json();
+  const HardwareSpec machine = parse_hardware(hw, "start");
+  std::vector<Measurement> ms{make(MeasurementKind::gemm, {4096, 4096, 4096, Dtype::bf16}, 0, 1)};
+  ms[0].time_us = predict_us(ms[0], machine);
+  FitOptions options;
+  options.only = {"/gemm/block_prologue", "tiels"};
+  CHECK_THROWS_WITH(fit_hardware(hw, ms, load_calibration_parameters(default_calibration_parameters_file()), options),
+                    "--params: \"tiels\" is in no fittable parameter's pointer");
+}

@@ -26,6 +26,11 @@ grep -q "is more than 4 per core; using" many.err && cmp -s one.csv many.csv && 
 grep -q "async_tp speedup" two.md && pass "markdown" || fail "markdown"
 [ ! -e one.csv.progress ] && pass "progress marker removed" || fail "progress marker left"
 
+"$tpsim" sweep sweep.json -o - --jobs 2 > stream.csv 2> stream.err && cmp -s one.csv stream.csv && grep -q "^-: 32 points" stream.err \
+  && [ -z "$(ls -A | grep -- '^-')" ] && pass "-o - streams the CSV to standard output" || fail "-o -"
+"$tpsim" sweep sweep.json -o - --markdown t.md > /dev/null 2> err; rc=$?
+[ $rc = 2 ] && grep -q "with -o - there is none" err && pass "-o - with --markdown refused" || fail "-o - --markdown: exit $rc"
+
 "$tpsim" sweep sweep.json -o s0.csv --shard 0/2 > /dev/null && "$tpsim" sweep sweep.json -o s1.csv --shard 1/2 > /dev/null || fail "shards"
 "$tpsim" merge s1.csv s0.csv -o merged.csv > /dev/null || fail "merge"
 cmp -s one.csv merged.csv && pass "two shards merged == one run" || fail "merged differs"

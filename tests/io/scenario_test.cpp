@@ -116,3 +116,16 @@ TEST_CASE("The trace has a process per GPU and variant, stream and copy-engine t
   CHECK(flows > 0);
   CHECK(gemms_with_args == 2 + 4);
 }
+
+TEST_CASE("A TP group never outgrows the system a hardware model describes", "[io][scenario]") {
+  const std::string ag = R"("dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 65536, "k": 1024, "n": 1024}})";
+  // One-node topologies: more GPUs than the node holds is refused, naming the way out.
+  CHECK_THAT(error_of(R"({"hardware": "h100_pcie", "gpus": 64, )" + ag),
+             Catch::Matchers::Contains("$.gpus: h100_pcie is one node of 8 GPUs (topology \"pairs\"); 64 GPUs need a multi_node hardware model"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 16, )" + ag), Catch::Matchers::Contains("h100_sxm is one node of 8 GPUs"));
+  CHECK(error_of(R"({"hardware": "h100_sxm", "gpus": 8, )" + ag) == "");
+  // Across nodes the node count follows from gpus, and the scenario says what it assumed.
+  const Scenario s = parse_scenario(Json::parse(R"({"hardware": "h100_sxm_2node", "gpus": 64, )" + ag), "");
+  REQUIRE(s.notes.size() == 1);
+  CHECK(s.notes[0] == "64 GPUs on h100_sxm_2node: 8 node(s) of up to 8 GPUs, one NIC per GPU between nodes");
+}

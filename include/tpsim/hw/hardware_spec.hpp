@@ -75,7 +75,7 @@ struct FabricSpec {
   LinkSpec nvlink;       // switch: per GPU port; pairs: the bridge; ring: each neighbour link
   LinkSpec pcie;         // pairs: between GPUs not bridged
   LinkSpec nic;          // multi_node: one per GPU between nodes
-  int gpus_per_node = 0; // multi_node only
+  int gpus_per_node = 0; // GPUs in one node; the whole system unless multi_node
 };
 
 struct NcclProtocol {

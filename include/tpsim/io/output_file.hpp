@@ -22,8 +22,9 @@ void check_output_path(const std::string& path);
 // Writes `text` whole to `path` ("-": standard output), atomically for a regular file.
 void write_output_file(const std::string& path, std::string_view text);
 
-// Rows appended to a file that a later run may resume (sweep CSVs). Each append is
-// written through and checked; a failure names how much of the file is whole.
+// Rows appended to a file that a later run may resume (sweep CSVs; "-": standard
+// output). Each append is written through and checked; a failure names how much of
+// the file is whole.
 class AppendFile {
  public:
   explicit AppendFile(const std::string& path);

@@ -52,6 +52,7 @@ struct SoftwareChoices {
 struct Scenario {
   std::string name;
   std::string hardware_ref;  // as written
+  std::vector<std::string> notes;  // what was assumed, worth a line to the user (how GPUs map onto nodes)
   HardwareSpec hardware;
   int gpus = 0;
   Dtype dtype = Dtype::bf16;
