@@ -8,5 +8,7 @@
 namespace tpsim::strategy {
 
 void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant);
+// An upper estimate of build_layers' op count; refused past Dag::kMaxOps.
+void check_layer_op_budget(const Scenario& s);
 
 }  // namespace tpsim::strategy

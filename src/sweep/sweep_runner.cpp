@@ -9,18 +9,20 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "tpsim/app/run_scenario.hpp"
+#include "tpsim/core/invariant.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/json_reader.hpp"
 #include "tpsim/io/output_file.hpp"
 #include "tpsim/io/output_lock.hpp"
+#include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_table.hpp"
 
 namespace tpsim {
@@ -33,7 +35,8 @@ std::string describe_point(const SweepSpec& spec, std::int64_t point) {
   std::vector<std::string> parts;
   const auto values = spec.values_of(point);
   for (std::size_t i = 0; i < spec.axes.size(); ++i) parts.push_back(fmt::format("{}={}", spec.axes[i].field, value_text(values[i])));
-  return fmt::format("point {} ({})", point, fmt::join(parts, ", "));
+  const std::string where = spec.file.empty() ? "" : spec.file + ": ";
+  return fmt::format("{}point {} ({})", where, point, fmt::join(parts, ", "));
 }
 
 std::string progress_tag(const std::string& sweep_id, const SweepOptions& o) {
@@ -119,10 +122,13 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
   for (std::int64_t p : points) {
     try {
       const Scenario s = parse_scenario(spec.scenario_of(p), spec.base_dir, &cache);
+      check_op_budget(s);
       if (rows_per_point == 0) rows_per_point = s.variants.size();
       if (s.variants.size() != rows_per_point)
         throw InputError("its variant list differs in length from the first point's; sweep variants as lists of one length");
     } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", describe_point(spec, p), e.what()));
+    } catch (const SimulationLimit& e) {
       throw InputError(fmt::format("{}: {}", describe_point(spec, p), e.what()));
     }
   }

@@ -154,7 +154,9 @@ SweepSpec parse_sweep(const std::string& text, const std::string& dir) {
 SweepSpec load_sweep_file(const std::string& file) {
   const std::string text = read_input_file(file);
   try {
-    return parse_sweep(text, std::filesystem::path(file).parent_path().string());
+    SweepSpec spec = parse_sweep(text, std::filesystem::path(file).parent_path().string());
+    spec.file = file;
+    return spec;
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", file, e.what()));
   }

@@ -31,6 +31,7 @@ struct SweepSpec {
   std::string base_dir;       // where relative hardware paths resolve
   std::vector<SweepAxis> axes;
   std::string fingerprint;    // identifies the sweep's points (for resuming)
+  std::string file;           // the sweep file it came from ("" when given as text)
 
   std::int64_t points() const;
   // The axis values of point i, one per axis.
