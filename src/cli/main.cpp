@@ -24,6 +24,7 @@
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/json_reader.hpp"
 #include "tpsim/io/output_file.hpp"
+#include "tpsim/io/printable.hpp"
 #include "tpsim/io/result_writers.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
@@ -237,19 +238,19 @@ int main(int argc, char** argv) {
     if (*hw_list) std::cout << tpsim::hardware_list();
     if (*hw_show) std::cout << tpsim::hardware_show(hw_name);
   } catch (const tpsim::OutputError& e) {
-    std::cerr << "tpsim: error: " << e.what() << "\n";
+    std::cerr << "tpsim: error: " << tpsim::printable(e.what()) << "\n";
     return 1;
   } catch (const tpsim::SimulationLimit& e) {
-    std::cerr << "tpsim: error: " << e.what() << "\n";
+    std::cerr << "tpsim: error: " << tpsim::printable(e.what()) << "\n";
     return 2;
   } catch (const tpsim::GpuError& e) {
-    std::cerr << "tpsim: error: " << e.what() << "\n";
+    std::cerr << "tpsim: error: " << tpsim::printable(e.what()) << "\n";
     return 3;
   } catch (const tpsim::InputError& e) {
-    std::cerr << "tpsim: error: " << e.what() << "\n";
+    std::cerr << "tpsim: error: " << tpsim::printable(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "tpsim: internal error: " << e.what() << "\n";
+    std::cerr << "tpsim: internal error: " << tpsim::printable(e.what()) << "\n";
     return 1;
   }
   return 0;

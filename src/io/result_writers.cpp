@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/cost/reduction_cost.hpp"
+#include "tpsim/io/printable.hpp"
 
 namespace tpsim {
 
@@ -42,7 +43,7 @@ std::string format_table(const RunResult& r) {
   const std::string shape = w.n.empty()
       ? fmt::format("{} tokens={} seq_len={} layers={}", w.model.name, w.tokens, w.seq_len, w.layers)
       : fmt::format("m={} k={} n={}", w.m, w.k, fmt::join(w.n, "+"));
-  std::string out = fmt::format("{}: {} {} {} on {} x {}\n", s.name.empty() ? "scenario" : s.name, w.op, shape,
+  std::string out = fmt::format("{}: {} {} {} on {} x {}\n", s.name.empty() ? "scenario" : printable(s.name), w.op, shape,
                                 dtype_name(s.dtype), s.gpus, s.hardware.name);
   out += fmt::format("{:<22} {:>12} {:>8} {:>15} {:>6} {:>6}  {}\n", "variant", "makespan_us", "speedup", "exposed_comm_us",
                      "SM%", "link%", "critical path");

@@ -5,15 +5,25 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/io/printable.hpp"
+
 namespace tpsim {
 
 namespace {
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+std::string csv_field(const std::string& raw) {
+  const std::string s = printable(raw);  // one row is one line, always
+  if (s.find_first_of(",\"") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
+}
+
+// A Markdown cell: a '|' would end it early.
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (const char c : printable(s)) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
 }
 
 constexpr const char* kMetricColumns =
@@ -103,14 +113,14 @@ std::string sweep_markdown(std::istream& csv) {
   for (const auto& v : variants)
     if (!have_baseline || v != "baseline") shown.push_back(v);
   std::string out = "|";
-  for (std::size_t a = 0; a < axes; ++a) out += " " + header[1 + a] + " |";
+  for (std::size_t a = 0; a < axes; ++a) out += " " + md_cell(header[1 + a]) + " |";
   for (const auto& v : shown) out += fmt::format(" {} {} |", v, have_baseline ? "speedup" : "us");
   out += " best |\n|";
   for (std::size_t c = 0; c < axes + shown.size() + 1; ++c) out += "---|";
   out += "\n";
   for (const auto& p : points) {
     out += "|";
-    for (const auto& a : p.axis_values) out += " " + a + " |";
+    for (const auto& a : p.axis_values) out += " " + md_cell(a) + " |";
     for (const auto& v : shown) {
       const auto it = p.by_variant.find(v);
       const std::string cell = it == p.by_variant.end() ? "" : have_baseline ? it->second.second + "x" : it->second.first;

@@ -56,6 +56,21 @@ merge_refused "merge: an empty first file" "empty: not a tpsim sweep CSV" empty.
 mkdir -p adir
 merge_refused "merge: a directory" "is a directory" adir s1.csv
 
+# Control characters and '|' in sweep values: one line per row, a whole Markdown table,
+# shards that merge, and no raw ESC on the terminal.
+cat > names.json <<'JSON'
+{ "base": { "hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "variants": ["baseline", "async_tp"],
+            "workload": { "op": "allgather_matmul", "m": 16384, "k": 8192, "n": 3584 } },
+  "axes": { "name": ["plain", "a|b\nc", "\u001b[2Jclear"] } }
+JSON
+"$tpsim" sweep names.json -o names.csv --markdown names.md > /dev/null && "$tpsim" sweep names.json -o n0.csv --shard 0/2 > /dev/null \
+  && "$tpsim" sweep names.json -o n1.csv --shard 1/2 > /dev/null && "$tpsim" merge n0.csv n1.csv -o nmerged.csv > /dev/null \
+  && [ "$(wc -l < names.csv)" = 7 ] && cmp -s names.csv nmerged.csv && grep -qF 'a\|b\x0ac' names.md && ! grep -q $'\x1b' names.csv names.md \
+  && pass "odd characters in values are escaped in CSV and Markdown" || { fail "escaping in sweep outputs"; cat names.csv names.md; }
+printf '{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "\\u001b[2Jkey": 1, "workload": {"op": "matmul", "m": 8, "k": 8, "n": 8}}' > esc.json
+"$tpsim" run esc.json > /dev/null 2> err; rc=$?
+[ $rc = 2 ] && ! grep -q $'\x1b' err && grep -qF '\x1b[2Jkey' err && pass "an ESC in an unknown key is escaped in the error" || { fail "raw ESC: exit $rc"; cat -v err; }
+
 # A model file the sweep reads changed: a resumed run would mix two models.
 mkdir -p hw
 printf '{"name": "mine", "base": "h100_sxm"}\n' > hw/mine.json
@@ -64,7 +79,7 @@ cat > own_hw.json <<'JSON'
             "workload": { "op": "allgather_matmul", "m": 16384, "k": 8192, "n": 3584 }, "variants": ["baseline", "async_tp"] },
   "axes": { "workload.m": { "from": 1024, "to": 65536, "mul": 2 } } }
 JSON
-TPSIM_SWEEP_KILL_AFTER=2 "$tpsim" sweep own_hw.json -o own.csv > /dev/null 2>&1
+( TPSIM_SWEEP_KILL_AFTER=2 "$tpsim" sweep own_hw.json -o own.csv > /dev/null 2>&1 ) 2> /dev/null
 printf '{"name": "mine", "base": "h100_sxm", "memory": {"hbm_efficiency": {"value": 0.5, "unit": "fraction", "source": "edited"}}}\n' > hw/mine.json
 "$tpsim" sweep own_hw.json -o own.csv > /dev/null 2> err; rc=$?
 [ $rc = 2 ] && grep -q "belongs to another sweep" err && pass "resume refused after a hardware file changed" || { fail "changed hardware file: exit $rc"; cat err; }

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "tpsim/io/json_reader.hpp"
+#include "tpsim/io/printable.hpp"
 
 using namespace tpsim;
 using Catch::Matchers::Contains;
@@ -50,4 +51,13 @@ TEST_CASE("Only regular files are read, and none larger than the bound", "[io]")
   CHECK(read_input_file(big.string(), 102).size() == 102);
   CHECK(error_of([&] { read_input_file(big.string(), 101); }) == big.string() + ": larger than 101 bytes, more than any tpsim input needs");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("User text is made printable: control bytes become \\xNN, the rest is kept", "[io]") {
+  CHECK(printable("plain text, with | and \"quotes\"") == "plain text, with | and \"quotes\"");
+  CHECK(printable("a\nb") == "a\\x0ab");
+  CHECK(printable("\x1b[2J") == "\\x1b[2J");
+  CHECK(printable(std::string("nul\0end", 7)) == "nul\\x00end");
+  CHECK(printable("\x7f") == "\\x7f");
+  CHECK(printable("h\xc3\xa9") == "h\xc3\xa9");  // UTF-8 stays as written
 }
