@@ -74,6 +74,12 @@ Workload parse_layer_workload(const ObjectReader& w, const std::string& op, int 
   if ((kv >= gpus && kv % gpus != 0) || (kv < gpus && gpus % kv != 0))
     fail_at(mp + ".kv_heads", fmt::format("{} KV heads can be neither split nor replicated evenly over {} GPUs", kv, gpus));
   if (kv > wl.model.heads) fail_at(mp + ".kv_heads", "more KV heads than attention heads");
+  // The layer's GEMMs, whole (before TP splits them), must fit a GPU like any given GEMM.
+  const ModelShape& md = wl.model;
+  const std::int64_t q = md.heads * md.head_dim, qkv = q + 2 * md.kv_heads * md.head_dim;
+  for (const auto& [k, n] : {std::pair{md.hidden, qkv}, std::pair{q, md.hidden}, std::pair{md.hidden, 2 * md.ffn_hidden},
+                             std::pair{md.ffn_hidden, md.hidden}})
+    check_gemm_fits(wl.tokens, n, k, mp);
   return wl;
 }
 

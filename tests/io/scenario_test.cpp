@@ -129,3 +129,11 @@ TEST_CASE("A TP group never outgrows the system a hardware model describes", "[i
   REQUIRE(s.notes.size() == 1);
   CHECK(s.notes[0] == "64 GPUs on h100_sxm_2node: 8 node(s) of up to 8 GPUs, one NIC per GPU between nodes");
 }
+
+TEST_CASE("A custom model's layer GEMMs are bounded like any GEMM", "[io][scenario]") {
+  const std::string big = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "ffn",
+      "model": {"hidden": 1048576, "ffn_hidden": 1048576, "heads": 8, "kv_heads": 8, "head_dim": 128},
+      "tokens": 1048576, "seq_len": 8192}})";
+  CHECK_THAT(error_of(big), Catch::Matchers::Contains("$.workload.model: a 1048576 x 1048576 operand"));
+  CHECK_THAT(error_of(big), Catch::Matchers::Contains("larger than any GPU memory holds (limit 2^36 elements)"));
+}
