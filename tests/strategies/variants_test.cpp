@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "support/simulate.hpp"
@@ -29,7 +31,8 @@ int count_ops(const VariantRun& run, int rank, const std::function<bool(const Op
 
 // A hardware file on disk: h100_sxm rewired as a ring of NVLinks.
 std::string ring_hardware() {
-  const auto path = std::filesystem::temp_directory_path() / "tpsim_test_ring_hw.json";
+  // One file per process: ctest runs the test cases that use it in parallel.
+  const auto path = std::filesystem::temp_directory_path() / fmt::format("tpsim_test_ring_hw_{}.json", ::getpid());
   std::ofstream(path) << R"({"name": "h100_ring", "base": "h100_sxm", "fabric": {"topology": "ring"}})";
   return path.string();
 }
