@@ -142,8 +142,6 @@ void run_repeat(const RankPlan& rp, const Dag& dag, RankState& st, std::vector<s
 
 }  // namespace
 
-bool cuda_backend_built() { return true; }
-
 int cuda_device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -116,6 +116,17 @@ if "$tpsim" measure "$root/scenarios/quickstart.json" --dry-run -o "$work/plan.j
 "$tpsim" measure "$root/scenarios/seed002_pallas_2gpu.json" -o "$work/measured.json" > /dev/null 2> "$work/err"; rc=$?
 if [ $rc = 2 ] && grep -q 'is not run by the CUDA backend; measure other variants, or add --stand-in' "$work/err" && [ "$(wc -l < "$work/err")" = 1 ]; then
   echo "ok measure refuses ops it cannot run"; else echo "FAIL measure of a fused kernel: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
+# The CUDA backend is a plugin: the executable itself never links the CUDA libraries,
+# so run and sweep start without them; a missing plugin is one line, exit 3.
+if ldd "$tpsim" | grep -qiE "libcudart|libcublas|libnccl"; then echo "FAIL tpsim links CUDA libraries directly"; fails=$((fails+1));
+else echo "ok tpsim loads no CUDA library until a GPU is needed"; fi
+TPSIM_CUDA_BACKEND="$work/absent.so" "$tpsim" measure "$root/scenarios/quickstart.json" -o "$work/measured.json" > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 3 ] && grep -qE "CUDA backend was not found|without the CUDA backend" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ]; then
+  echo "ok measure without its plugin says so"; else echo "FAIL measure without its plugin: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
+printf 'not a library' > "$work/bad.so"
+TPSIM_CUDA_BACKEND="$work/bad.so" "$tpsim" measure "$root/scenarios/quickstart.json" -o "$work/measured.json" > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 3 ] && grep -qE "could not be loaded|without the CUDA backend" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ]; then
+  echo "ok a broken plugin is one line"; else echo "FAIL broken plugin: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
 # Without enough GPUs (or without the CUDA backend in this build) measure and microbench say so: exit 3, one line.
 if [ "$("$tpsim" microbench --dry-run | wc -l)" -gt 20 ]; then echo "ok microbench --dry-run"; else echo "FAIL microbench --dry-run"; fails=$((fails+1)); fi
 if ! nvidia-smi -L > /dev/null 2>&1; then

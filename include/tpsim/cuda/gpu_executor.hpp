@@ -17,7 +17,9 @@
 namespace tpsim {
 
 // No usable GPU, too few of them, or a CUDA/cuBLAS/NCCL call failed.
-class GpuError : public std::runtime_error {
+// Thrown inside the backend plugin and caught in the executable: its type must be one
+// type in both (default visibility, though the plugin hides the rest).
+class __attribute__((visibility("default"))) GpuError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
