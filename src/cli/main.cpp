@@ -20,6 +20,7 @@
 #include "tpsim/core/invariant.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
 #include "tpsim/io/chrome_trace.hpp"
+#include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/hardware_report.hpp"
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/json_reader.hpp"
@@ -129,7 +130,7 @@ std::optional<std::string> unknown_subcommand(const CLI::App& app, int argc, cha
 int main(int argc, char** argv) {
   CLI::App app{"tpsim: tensor-parallel communication/computation overlap simulator"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tpsim " TPSIM_VERSION);
+  app.set_version_flag("--version", std::function<std::string()>([] { return fmt::format("tpsim {} (models: {})", TPSIM_VERSION, tpsim::models_dir()); }));
   std::string scenario, trace, json;
   auto* run = app.add_subcommand("run", "simulate every variant of a scenario");
   run->add_option("scenario", scenario, "scenario JSON file")->required();

@@ -302,6 +302,13 @@ Json resolve_hardware_json(const std::string& file) {
 
 std::string models_dir() {
   if (const char* env = std::getenv("TPSIM_MODELS_DIR"); env && *env) return env;
+  // An installed tpsim finds share/tpsim/models beside its bin/; a build tree, the sources'.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "tpsim" / "models";
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
   return std::string(TPSIM_SOURCE_DIR) + "/models";
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/input_error.hpp"
 
 namespace tpsim {
 
@@ -38,7 +39,10 @@ void flatten(const Json& j, const std::string& path, std::string& out) {
 std::string hardware_list() {
   std::string out = fmt::format("{:<16} {:>5} {:>11} {:>9} {:<11} {:>14}  {}\n", "name", "SMs", "bf16 TF/s", "HBM TB/s",
                                 "topology", "link GB/s/dir", "description");
-  for (const auto& name : shipped_hardware_names()) {
+  const auto names = shipped_hardware_names();
+  if (names.empty())
+    throw InputError(fmt::format("no hardware models in {} (set TPSIM_MODELS_DIR to the models directory)", models_dir()));
+  for (const auto& name : names) {
     const HardwareSpec hw = load_hardware_file(models_dir() + "/" + name + ".json");
     out += fmt::format("{:<16} {:>5} {:>11.0f} {:>9.2f} {:<11} {:>14.0f}  {}\n", name, hw.sm.count,
                        hw.peak_flops_per_ps[static_cast<int>(Dtype::bf16)], hw.memory.hbm_bytes_per_ps,
