@@ -52,7 +52,7 @@ one_line "device as scenario" "not a regular file" "$tpsim" run /dev/zero
 one_line "misspelled command" 'unknown command "rn" (did you mean "run"?)' "$tpsim" rn "$work/s.json"
 if "$tpsim" run - --json - < "$root/scenarios/quickstart.json" | python3 -c 'import json,sys; assert json.load(sys.stdin)["results"]'; then
   echo "ok scenario on stdin"; else echo "FAIL scenario on stdin"; fails=$((fails+1)); fi
-if "$tpsim" --version | grep -Eq '^tpsim [0-9]+\.[0-9]+\.[0-9]+$'; then echo "ok --version"; else echo "FAIL --version"; fails=$((fails+1)); fi
+if "$tpsim" --version | grep -Eq '^tpsim [0-9]+\.[0-9]+\.[0-9]+ \(models: .+\)$'; then echo "ok --version"; else echo "FAIL --version"; fails=$((fails+1)); fi
 # Hardware values outside physics are refused, not simulated into plausible nonsense.
 python3 - "$root/models/h100_sxm.json" "$work/slow_nvlink.json" <<'PY'
 import json, sys
