@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -41,12 +42,20 @@ void check_outputs(std::initializer_list<std::string> paths) {
     if (!p.empty()) tpsim::check_output_path(p);
 }
 
-int run_command(const std::string& scenario_file, const std::string& trace_file, const std::string& json_file) {
+struct TraceRequest {
+  std::string file, ranks, detail = "full";
+};
+
+int run_command(const std::string& scenario_file, const TraceRequest& trace, const std::string& json_file) {
+  const std::string& trace_file = trace.file;
   check_outputs({trace_file, json_file});
   const tpsim::Scenario s = tpsim::load_scenario_file(scenario_file);
   for (const std::string& note : s.notes) std::cerr << "tpsim: note: " << note << "\n";
+  tpsim::TraceOptions trace_options;
+  trace_options.detail = trace.detail == "ops" ? tpsim::TraceDetail::ops : tpsim::TraceDetail::full;
+  if (!trace.ranks.empty()) trace_options.ranks = tpsim::parse_trace_ranks(trace.ranks, s.gpus);
   const tpsim::RunResult r = tpsim::run_scenario(s, !trace_file.empty());
-  if (!trace_file.empty()) write_file(trace_file, tpsim::chrome_trace(r).dump() + "\n");
+  if (!trace_file.empty()) tpsim::write_trace_file(trace_file, r, trace_options);
   const std::string json = tpsim::result_json(r).dump(2) + "\n";
   if (json_file == "-") {
     std::cout << json;
@@ -131,10 +140,14 @@ int main(int argc, char** argv) {
   CLI::App app{"tpsim: tensor-parallel communication/computation overlap simulator"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::function<std::string()>([] { return fmt::format("tpsim {} (models: {})", TPSIM_VERSION, tpsim::models_dir()); }));
-  std::string scenario, trace, json;
+  std::string scenario, json;
+  TraceRequest trace;
   auto* run = app.add_subcommand("run", "simulate every variant of a scenario");
   run->add_option("scenario", scenario, "scenario JSON file")->required();
-  run->add_option("--trace", trace, "write a Chrome trace (Perfetto) to FILE");
+  run->add_option("--trace", trace.file, "write a Chrome trace (Perfetto) to FILE");
+  run->add_option("--trace-ranks", trace.ranks, "trace only these GPUs (comma-separated ranks, e.g. 0,1)");
+  run->add_option("--trace-detail", trace.detail, "full (ops, SM and NVLink counters, dependency arrows) or ops")
+      ->check(CLI::IsMember({"full", "ops"}));
   run->add_option("--json", json, "write the result JSON to FILE, or - for stdout (replaces the table)");
   auto* hardware = app.add_subcommand("hardware", "list the shipped hardware models, or show one");
   hardware->require_subcommand(1);
@@ -250,6 +263,10 @@ int main(int argc, char** argv) {
   } catch (const tpsim::InputError& e) {
     std::cerr << "tpsim: error: " << tpsim::printable(e.what()) << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tpsim: error: out of memory: the model is too large for this machine (simulate fewer layers or GPUs; "
+                 "trace fewer ranks with --trace-ranks)\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "tpsim: internal error: " << tpsim::printable(e.what()) << "\n";
     return 1;

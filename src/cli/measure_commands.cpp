@@ -70,7 +70,7 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
     std::cout << fmt::format("{} op(s) were stood in for (every SM held for the simulated time): their measured times are not "
                              "measurements, and calibration leaves them out\n", stand_ins);
   if (!o.trace.empty()) {
-    write_file(o.trace, chrome_trace(side_by_side(std::move(result), std::move(simulated))).dump() + "\n");
+    write_trace_file(o.trace, side_by_side(std::move(result), std::move(simulated)), TraceOptions{});
     std::cout << fmt::format("trace: {} (measured and simulated, per variant; https://ui.perfetto.dev)\n", o.trace);
   }
   return 0;

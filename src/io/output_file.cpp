@@ -56,39 +56,78 @@ void check_output_path(const std::string& path) {
 }
 
 void write_output_file(const std::string& path, std::string_view text) {
+  OutputStream out(path);
+  out.write(text);
+  out.commit();
+}
+
+OutputStream::OutputStream(const std::string& path) : path_(path) {
   if (path == "-") {
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-      fail_writing("standard output", errno, "the output is incomplete");
+    fd_ = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+    path_ = "standard output";
+    if (fd_ < 0) fail_writing(path_, errno, "nothing was written");
     return;
   }
   check_output_path(path);
   std::error_code ec;
   if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) {  // a device or pipe: nothing to rename over
-    const int fd = ::open(path.c_str(), O_WRONLY);
-    if (fd < 0) fail_writing(path, errno, "nothing was written");
-    const bool ok = write_all(fd, text);
-    const int err = errno;
-    if (::close(fd) != 0 || !ok) fail_writing(path, ok ? errno : err, "the output is incomplete");
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail_writing(path, errno, "nothing was written");
     return;
   }
   std::string temp = path + ".tmp-XXXXXX";
   std::vector<char> name(temp.begin(), temp.end());
   name.push_back('\0');
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) fail_writing(path, errno, fmt::format("nothing was written, {} is unchanged", path));
-  temp = name.data();
-  const bool ok = write_all(fd, text) && ::fsync(fd) == 0;
-  int err = errno;
-  const bool closed = ::close(fd) == 0;
-  if (ok && !closed) err = errno;
+  fd_ = ::mkstemp(name.data());
+  if (fd_ < 0) fail_writing(path, errno, fmt::format("nothing was written, {} is unchanged", path));
+  temp_ = name.data();
+}
+
+OutputStream::~OutputStream() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void OutputStream::fail(int err) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temp_.empty()) {
+    ::unlink(temp_.c_str());
+    fail_writing(path_, err, fmt::format("nothing was written, {} is unchanged", path_));
+  }
+  fail_writing(path_, err, "the output is incomplete");
+}
+
+void OutputStream::flush() {
+  if (!write_all(fd_, buffer_)) fail(errno);
+  buffer_.clear();
+}
+
+void OutputStream::write(std::string_view text) {
+  buffer_ += text;
+  if (buffer_.size() >= (1u << 20)) flush();
+}
+
+void OutputStream::commit() {
+  flush();
+  const int fd = fd_;
+  fd_ = -1;
+  if (temp_.empty()) {
+    if (::close(fd) != 0) fail(errno);
+    committed_ = true;
+    return;
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(err);
+  }
+  if (::close(fd) != 0) fail(errno);
   // mkstemp creates 0600; an output file gets the usual permissions.
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  if (!ok || !closed || ::chmod(temp.c_str(), 0666 & ~mask) != 0 || std::rename(temp.c_str(), path.c_str()) != 0) {
-    if (ok && closed) err = errno;
-    ::unlink(temp.c_str());
-    fail_writing(path, err, fmt::format("nothing was written, {} is unchanged", path));
-  }
+  if (::chmod(temp_.c_str(), 0666 & ~mask) != 0 || std::rename(temp_.c_str(), path_.c_str()) != 0) fail(errno);
+  committed_ = true;
 }
 
 AppendFile::AppendFile(const std::string& path) : path_(path == "-" ? "standard output" : path) {

@@ -1,5 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "support/simulate.hpp"
 #include "tpsim/io/chrome_trace.hpp"
 #include "tpsim/io/result_writers.hpp"
@@ -136,4 +143,37 @@ TEST_CASE("A custom model's layer GEMMs are bounded like any GEMM", "[io][scenar
       "tokens": 1048576, "seq_len": 8192}})";
   CHECK_THAT(error_of(big), Catch::Matchers::Contains("$.workload.model: a 1048576 x 1048576 operand"));
   CHECK_THAT(error_of(big), Catch::Matchers::Contains("larger than any GPU memory holds (limit 2^36 elements)"));
+}
+
+TEST_CASE("The trace streams to its file as the same bytes, can be cut down, and refuses to grow past its bound", "[io][trace]") {
+  const auto r = simulate(R"({"hardware": "h100_sxm", "gpus": 4, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 4096, "k": 4096, "n": 4096}, "variants": ["baseline", "async_tp"]})");
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("tpsim_trace_test_{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "t.json").string();
+  write_trace_file(file, r, {});
+  std::ifstream in(file);
+  const std::string streamed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(streamed == chrome_trace(r).dump() + "\n");  // streaming changes nothing
+
+  // Ops alone, on two ranks: no counters or arrows, no other GPU's process.
+  TraceOptions small;
+  small.detail = TraceDetail::ops;
+  small.ranks = parse_trace_ranks("0,2", 4);
+  const Json t = chrome_trace(r, small);
+  std::set<int> pids;
+  for (const auto& e : t["traceEvents"]) {
+    CHECK(e["ph"] != "C");
+    CHECK(e["ph"] != "s");
+    pids.insert(e["pid"].get<int>() % 1000 - 1);
+  }
+  CHECK(pids == std::set<int>{0, 2});
+  CHECK(trace_event_estimate(r, small) < trace_event_estimate(r, {}));
+  CHECK_THROWS_WITH(parse_trace_ranks("0,4", 4), "--trace-ranks: \"4\" is not a rank of this 4-GPU scenario (0 to 3)");
+
+  // Past the bound: refused with the way out, and nothing written.
+  const std::string big = (dir / "big.json").string();
+  CHECK_THROWS_WITH(write_trace_file(big, r, {}, 10), Catch::Matchers::Contains("trace fewer ranks (--trace-ranks 0,1)"));
+  CHECK_FALSE(std::filesystem::exists(big));
+  std::filesystem::remove_all(dir);
 }

@@ -22,6 +22,28 @@ void check_output_path(const std::string& path);
 // Writes `text` whole to `path` ("-": standard output), atomically for a regular file.
 void write_output_file(const std::string& path, std::string_view text);
 
+// A whole file written piece by piece (a trace too large to hold in memory): the
+// pieces go to a temporary file beside `path`, and commit() moves it into place.
+// Destroyed without commit(), it leaves `path` unchanged and no temporary behind.
+// "-" or a device (not a regular file) is written directly.
+class OutputStream {
+ public:
+  explicit OutputStream(const std::string& path);
+  OutputStream(const OutputStream&) = delete;
+  OutputStream& operator=(const OutputStream&) = delete;
+  ~OutputStream();
+  void write(std::string_view text);  // buffered; every flush is checked
+  void commit();
+
+ private:
+  void flush();
+  [[noreturn]] void fail(int err);
+  std::string path_, temp_;  // temp_ empty: writing `path_` (or standard output) directly
+  int fd_ = -1;
+  bool committed_ = false;
+  std::string buffer_;
+};
+
 // Rows appended to a file that a later run may resume (sweep CSVs; "-": standard
 // output). Each append is written through and checked; a failure names how much of
 // the file is whole.
