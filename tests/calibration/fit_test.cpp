@@ -1,6 +1,6 @@
 // Calibration recovers known parameters from measurements the simulator made
 // with them, and reduces the error on the published measurements.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <filesystem>
 #include <fstream>

@@ -1,6 +1,6 @@
 // Confounded parameters: a sum the data pin while its parts are free, against parameters
 // each measured on its own.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "tpsim/calibration/identifiability.hpp"
 

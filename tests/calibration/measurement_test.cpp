@@ -1,6 +1,6 @@
 // Measurement files, Kineto traces and tpsim results read as measurements;
 // every bad input is one InputError naming the JSON path.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <fstream>
 

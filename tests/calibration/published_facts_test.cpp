@@ -1,6 +1,6 @@
 // Predictions against ../shared/reference/published-facts.md (other people's
 // machines: tolerances 10-15%, never tuned to one row).
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // `tpsim validate` and the rule that whole decomposed ops, fused kernels and layers are
 // predicted, never fitted.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -70,7 +70,7 @@ TEST_CASE("calibrate predicts decomposed-op makespans with the held-out rows ins
   CHECK(c.validation_after_us.size() == 1);
 }
 
-TEST_CASE("validate predicts every row; cross-validation holds each source out of the fit in turn", "[calibration][validate]") {
+TEST_CASE("validate predicts every row, and cross-validation holds each source out of the fit in turn", "[calibration][validate]") {
   const MeasurementFile file("cv", {kGemmA, kGemmB, row("async_tp", "allgather_matmul", 250, "s")});
   ValidationRequest req;
   req.files = {file.path};

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "support/simulate.hpp"
 #include "tpsim/cost/elementwise_cost.hpp"

@@ -1,5 +1,5 @@
 // The CUDA backend's host side, on the CPU: DAG -> per-rank launch plan.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <map>
 

@@ -1,5 +1,5 @@
 // Result assembly of measured runs, on the CPU: medians over repeats, checks on the samples.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <set>
 

@@ -1,6 +1,6 @@
 // Stand-ins for ops the CUDA backend cannot run, on the CPU: which ops, for how
 // long, and how a measured run that used them is written and read back.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <set>
 

@@ -1,7 +1,9 @@
 // The GPU test runner: without a CUDA device it says so and exits 77, which
 // ctest reports as skipped; with one it runs the Catch2 tests tagged [gpu].
+#if TPSIM_CATCH_MAJOR < 3
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#endif
+#include "support/catch.hpp"
 
 #include <cstdio>
 

@@ -1,6 +1,6 @@
 // The CUDA backend on real GPUs: physical expectations that hold on any GPU,
 // and measured runs that have the shape of simulated ones.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "tpsim/hw/block_scheduler.hpp"
 
@@ -89,7 +89,7 @@ TEST_CASE("Small blocks share an SM while resources last", "[hw][scheduler]") {
   CHECK(done == 100);
 }
 
-TEST_CASE("Memory-drawing blocks share the HBM pool; alone they take their prologue plus their bytes at their cap", "[hw][scheduler]") {
+TEST_CASE("Memory-drawing blocks share the HBM pool: alone they take their prologue plus their bytes at their cap", "[hw][scheduler]") {
   Simulator sim;
   // 1 byte/ps of HBM; 140 blocks of 1e6 bytes each, 10 ps prologue, at most 0.1 byte/ps per block.
   BlockScheduler sched(sim, small_gpu(132), 1.0);

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "tpsim/hw/hbm_pool.hpp"
 
@@ -66,7 +66,7 @@ TEST_CASE("Compute-bound blocks take their math time however much HBM is free", 
   CHECK(done == 5000);
 }
 
-TEST_CASE("Less capacity (link traffic) re-times the streams; none is ever drawn above capacity", "[hw][hbm]") {
+TEST_CASE("Less capacity (link traffic) re-times the streams, and none is ever drawn above capacity", "[hw][hbm]") {
   Simulator sim;
   HbmPool hbm(sim, 1.0);
   Tick done = 0;

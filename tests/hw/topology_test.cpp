@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "tpsim/hw/fabric.hpp"
 
@@ -42,7 +42,7 @@ TEST_CASE("On a ring, far GPUs are reached hop by hop the shorter way", "[hw][to
   sim.run();
 }
 
-TEST_CASE("Across nodes, transfers take the NIC; inside a node, NVSwitch", "[hw][topology]") {
+TEST_CASE("Across nodes, transfers take the NIC, inside a node NVSwitch", "[hw][topology]") {
   const Topology t(spec("multi_node"), 8);
   CHECK(t.route_capacity(0, 3) == Approx(0.3));
   CHECK(t.route_capacity(0, 4) == Approx(0.05));

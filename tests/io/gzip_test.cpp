@@ -1,5 +1,5 @@
 // Gzip input: what zlib deflates comes back byte for byte; damage is one clear error.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <filesystem>
 #include <fstream>

@@ -1,6 +1,10 @@
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
+
+#include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "support/simulate.hpp"
 #include "tpsim/io/hardware_report.hpp"
@@ -61,8 +65,15 @@ TEST_CASE("A GPU without fp8 math rejects an fp8 scenario", "[hardware]") {
                     Catch::Matchers::Contains("$.dtype: hardware a100_sxm has no fp8 math"));
 }
 
-TEST_CASE("Across two nodes NCCL's rails keep the ring near NVLink speed; one NIC per hop does not", "[hardware]") {
-  const auto one = on("h100_sxm", R"("baseline", "ring")", 16384, 8192, 3584, "bf16", 16);
+TEST_CASE("Across two nodes NCCL's rails keep the ring near NVLink speed, one NIC per hop does not", "[hardware]") {
+  // The same 16 GPUs on one (hypothetical) 16-port NVSwitch node.
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("tpsim_hw16_{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string node16 = (dir / "h100_sxm_16.json").string();
+  std::ofstream(node16) << R"({"name": "h100_sxm_16", "base": "h100_sxm",
+      "fabric": {"gpus_per_node": {"value": 16, "unit": "count", "source": "test: one 16-GPU NVSwitch node"}}})";
+  const auto one = on(node16, R"("baseline", "ring")", 16384, 8192, 3584, "bf16", 16);
+  std::filesystem::remove_all(dir);
   const auto two = on("h100_sxm_2node", R"("baseline", "ring")", 16384, 8192, 3584, "bf16", 16);
   // NCCL spreads the node-crossing hop over all 8 NICs (8 x 46 GB/s ~ one NVLink port).
   CHECK(makespan_us(two, "baseline") < 1.3 * makespan_us(one, "baseline"));

@@ -1,6 +1,6 @@
 // Reading inputs: a repeated key, a directory, a device or an oversized file is
 // one InputError naming what is wrong, never a silent choice or a huge read.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -53,7 +53,7 @@ TEST_CASE("Only regular files are read, and none larger than the bound", "[io]")
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("User text is made printable: control bytes become \\xNN, the rest is kept", "[io]") {
+TEST_CASE("User text is made printable: control bytes become hex escapes, the rest is kept", "[io]") {
   CHECK(printable("plain text, with | and \"quotes\"") == "plain text, with | and \"quotes\"");
   CHECK(printable("a\nb") == "a\\x0ab");
   CHECK(printable("\x1b[2J") == "\\x1b[2J");

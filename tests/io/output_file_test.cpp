@@ -1,6 +1,6 @@
 // Outputs are checked before work, written whole or not at all, and a failed
 // write is an OutputError saying what was kept.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <filesystem>
 #include <fstream>

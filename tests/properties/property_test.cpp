@@ -1,6 +1,6 @@
 // Properties over random DAGs and random hardware: the run's invariants hold
 // (execute checks them), and physics is monotone where it must be.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <random>
 

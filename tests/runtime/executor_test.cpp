@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "support/simulate.hpp"
 
@@ -127,7 +127,7 @@ TEST_CASE("Links faster than HBM carry no more than HBM can read and write", "[r
   CHECK(4e9 / static_cast<double>(tl.ops[c].end - tl.ops[c].start) <= fast.memory.hbm_bytes_per_ps * (1 + 1e-6));
 }
 
-TEST_CASE("How ops are issued: eager PyTorch makes the host the critical path for short ops; a CUDA graph takes it off", "[runtime][host]") {
+TEST_CASE("How ops are issued: eager PyTorch makes the host the critical path for short ops, a CUDA graph takes it off", "[runtime][host]") {
   const auto run = [](HostIssue how) {
     Dag dag(1);
     dag.set_host_issue(how);

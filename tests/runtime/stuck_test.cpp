@@ -1,6 +1,6 @@
 // A DAG that cannot finish ends with one clear error naming where each rank is
 // stuck, never a hang.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include "support/simulate.hpp"
 #include "tpsim/core/invariant.hpp"

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <set>
 
@@ -33,7 +33,7 @@ const char* kAll = R"("baseline", "async_tp", "async_tp_single_stream", "async_t
 
 }  // namespace
 
-TEST_CASE("A forward layer has two all-gathers and two reduce-scatters; backward has four and two", "[layer]") {
+TEST_CASE("A forward layer has two all-gathers and two reduce-scatters, backward has four and two", "[layer]") {
   const auto fwd = simulate(layer("transformer_layer", R"("llama3_8b")", 16384, "forward", R"("baseline")"));
   const auto bwd = simulate(layer("transformer_layer", R"("llama3_8b")", 16384, "backward", R"("baseline")"));
   CHECK(count(variant(fwd, "baseline"), 0, is_collective) == 4);

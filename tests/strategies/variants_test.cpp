@@ -1,5 +1,5 @@
 // Each variant pins the mechanism it exists to show.
-#include <catch2/catch.hpp>
+#include "support/catch.hpp"
 
 #include <filesystem>
 #include <fstream>
