@@ -8,6 +8,7 @@
 #include "tpsim/calibration/kineto_import.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/result_import.hpp"
+#include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 namespace tpsim {
@@ -279,9 +280,8 @@ void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec&
   for (const Measurement& m : ms) {
     const bool has_gemm = m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::gemm_with_peer_copy ||
                           m.kind == MeasurementKind::gemm_with_collective;
-    if (has_gemm && hw.peak_flops_per_ps[static_cast<int>(m.gemm.dtype)] <= 0)
-      throw InputError(fmt::format("{}: hardware {} has no {} math (its compute.peak_dense lacks it)", m.origin, hw.name,
-                                   dtype_name(m.gemm.dtype)));
+    if (has_gemm && !hw.computes(m.gemm.dtype))
+      throw InputError(fmt::format("{}: {}", m.origin, missing_dtype_message(hw, m.gemm.dtype)));
   }
 }
 

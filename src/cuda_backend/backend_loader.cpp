@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "backend_api.hpp"
+#include "tpsim/io/install_paths.hpp"
 
 namespace tpsim {
 
@@ -27,11 +28,9 @@ struct Backend {
 std::vector<std::string> candidates() {
   if (const char* env = std::getenv("TPSIM_CUDA_BACKEND"); env && *env) return {env};
   std::vector<std::string> out;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    out.push_back((exe.parent_path() / kPluginFile).string());
-    out.push_back((exe.parent_path().parent_path() / "lib" / "tpsim" / kPluginFile).string());
+  if (const fs::path bin = executable_dir(); !bin.empty()) {
+    out.push_back((bin / kPluginFile).string());
+    out.push_back((bin.parent_path() / "lib" / "tpsim" / kPluginFile).string());
   }
 #ifdef TPSIM_CUDA_BACKEND_BUILT
   out.push_back(TPSIM_CUDA_BACKEND_BUILT);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/cost/reduction_cost.hpp"
+#include "tpsim/io/install_paths.hpp"
 #include "tpsim/io/relative_path.hpp"
 
 namespace tpsim {
@@ -167,7 +168,7 @@ Json resolve_base(const Json& j, const std::string& dir, int depth) {
   const std::string ref = as_string(j["base"], "$.base");
   const bool is_path = ref.find('/') != std::string::npos || ref.ends_with(".json");
   // A path is relative to the file that names it; a name is a shipped model.
-  const fs::path file = is_path ? resolve_relative(ref, dir.empty() ? "." : dir) : fs::path(models_dir()) / (ref + ".json");
+  const fs::path file = is_path ? resolve_relative(ref, dir) : fs::path(models_dir()) / (ref + ".json");
   if (!fs::exists(file)) fail_at("$.base", fmt::format("base hardware \"{}\" not found (as {})", ref, file.string()));
   Json merged = resolve_base(read_json_file(file.string()), file.parent_path().string(), depth + 1);
   Json patch = j;
@@ -303,13 +304,16 @@ Json resolve_hardware_json(const std::string& file) {
 std::string models_dir() {
   if (const char* env = std::getenv("TPSIM_MODELS_DIR"); env && *env) return env;
   // An installed tpsim finds share/tpsim/models beside its bin/; a build tree, the sources'.
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "tpsim" / "models";
+  if (const fs::path bin = executable_dir(); !bin.empty()) {
+    const fs::path installed = bin.parent_path() / "share" / "tpsim" / "models";
+    std::error_code ec;
     if (fs::is_directory(installed, ec)) return installed.string();
   }
   return std::string(TPSIM_SOURCE_DIR) + "/models";
+}
+
+std::string missing_dtype_message(const HardwareSpec& hw, Dtype d) {
+  return fmt::format("hardware {} has no {} math (its compute.peak_dense lacks it)", hw.name, dtype_name(d));
 }
 
 std::vector<std::string> shipped_hardware_names() {

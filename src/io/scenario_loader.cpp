@@ -202,8 +202,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
-  if (s.hardware.peak_flops_per_ps[static_cast<int>(s.dtype)] <= 0)
-    fail_at("$.dtype", fmt::format("hardware {} has no {} math (its compute.peak_dense lacks it)", s.hardware.name, dtype));
+  if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));
   const FabricSpec& fabric = s.hardware.fabric;
   if (fabric.topology != "multi_node" && s.gpus > fabric.gpus_per_node)
     fail_at("$.gpus", fmt::format("{} is one node of {} GPUs (topology \"{}\"); {} GPUs need a multi_node hardware model such as "

@@ -110,7 +110,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& dir) {
   spec.base_dir = dir;
   const Json& base = root.at("base");
   if (base.is_string()) {
-    const std::filesystem::path p = resolve_relative(base.get<std::string>(), dir.empty() ? "." : dir);
+    const std::filesystem::path p = resolve_relative(base.get<std::string>(), dir);
     if (!std::filesystem::exists(p))
       fail_at("$.base", fmt::format("scenario file \"{}\" not found (as {})", base.get<std::string>(), p.string()));
     spec.base = read_json_file(p.string());

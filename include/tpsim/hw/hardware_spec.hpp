@@ -138,6 +138,7 @@ struct HardwareSpec {
   ReductionSpec reduction;
   AttentionSpec attention;
 
+  bool computes(Dtype d) const { return peak_flops_per_ps[static_cast<int>(d)] > 0; }
   double peak_flops_per_sm_per_ps(Dtype d) const {
     return peak_flops_per_ps[static_cast<int>(d)] / sm.count;
   }

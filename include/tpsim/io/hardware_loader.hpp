@@ -16,6 +16,9 @@ Json resolve_hardware_json(const std::string& file);
 
 // Where the shipped models live: $TPSIM_MODELS_DIR, else the source tree's models/.
 std::string models_dir();
+
+// Why `hw` cannot run `d` (when !hw.computes(d)): one wording for scenarios and measurements.
+std::string missing_dtype_message(const HardwareSpec& hw, Dtype d);
 std::vector<std::string> shipped_hardware_names();
 // A name ("h100_sxm") or a path to a JSON file (tried as given, then against
 // `relative_to`): the file it means. Errors name `json_path`.
