@@ -81,7 +81,8 @@ int calibrate_command(tpsim::CalibrationRequest req, const std::string& output, 
     std::cout << fmt::format("held out of the fit: {} measurements\n", c.validation.size())
               << tpsim::format_error_table(c.validation_before_us, c.validation_after_us, c.validation);
   write_file(output, c.hardware.dump(2) + "\n");
-  std::cout << fmt::format("{}: hardware model \"{}\" (use it as \"hardware\": \"{}\")\n", output, req.name, output);
+  // With -o - the model is on standard output; only a file can be named as "hardware".
+  if (output != "-") std::cout << fmt::format("{}: hardware model \"{}\" (use it as \"hardware\": \"{}\")\n", output, req.name, output);
   if (!report_file.empty()) {
     tpsim::Json report = tpsim::fit_report_json(c.report, c.measurements);
     if (!c.validation.empty())

@@ -63,6 +63,8 @@ void write_output_file(const std::string& path, std::string_view text) {
 
 OutputStream::OutputStream(const std::string& path) : path_(path) {
   if (path == "-") {
+    // Text already printed (through stdio, which std::cout is synced with) goes first.
+    std::fflush(stdout);
     fd_ = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
     path_ = "standard output";
     if (fd_ < 0) fail_writing(path_, errno, "nothing was written");

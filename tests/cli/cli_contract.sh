@@ -139,6 +139,10 @@ if ! nvidia-smi -L > /dev/null 2>&1; then
   if [ $rc = 3 ] && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok microbench without GPUs says so"; else echo "FAIL microbench without GPUs: exit $rc"; fails=$((fails+1)); fi
 fi
 
+# An output on standard output comes after what was printed before it, piped or not.
+"$tpsim" calibrate --measurements "$root/models/measurements/h100_sxm_published.json" --hardware h100_sxm -o - --max-evals 5 > "$work/cal_stdout.txt" 2> /dev/null
+if head -1 "$work/cal_stdout.txt" | grep -q "measurements from" && tail -c 2 "$work/cal_stdout.txt" | grep -q "}"; then echo "ok calibrate -o - keeps the report before the model"
+else echo "FAIL calibrate -o - order"; head -2 "$work/cal_stdout.txt"; fails=$((fails+1)); fi
 # calibrate: published measurements in, a model that run accepts out; bad files are one line.
 if "$tpsim" calibrate --measurements "$root/models/measurements/h100_sxm_published.json" --hardware h100_sxm -o "$work/mine.json" > "$work/cal.txt" \
    && grep -q "mean|err| after" "$work/cal.txt" \
