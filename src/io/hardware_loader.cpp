@@ -24,7 +24,8 @@ const std::map<std::string, std::map<std::string, double>>& unit_table() {
   static const std::map<std::string, std::map<std::string, double>> table = {
       {"count", {{"count", 1.0}}},
       {"fraction", {{"fraction", 1.0}}},
-      {"bytes", {{"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"MB", 1e6}}},
+      {"bytes", {{"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"MB", 1e6}, {"GiB", 1073741824.0}, {"GB", 1e9}}},
+      {"ratio", {{"ratio", 1.0}}},
       {"time", {{"ns", 1e3}, {"us", 1e6}}},                          // -> ps
       {"bandwidth", {{"GB/s", 1e9 / 1e12}, {"TB/s", 1e12 / 1e12}}},  // -> bytes/ps
       {"flops", {{"TFLOP/s", 1e12 / 1e12}}},                         // -> FLOP/ps
@@ -40,6 +41,7 @@ std::pair<double, double> physical_range(const std::string& dimension) {
   if (dimension == "flops") return {0.1, 1e5};             // 0.1 .. 100000 TFLOP/s
   if (dimension == "bytes") return {1.0, 1e12};
   if (dimension == "fraction") return {1e-3, 1.0};
+  if (dimension == "ratio") return {1.0, 64.0};
   return {1.0, 1e9};                                       // counts (each key has its own tighter limit)
 }
 
@@ -128,6 +130,22 @@ LinkSpec parse_link(const ObjectReader& parent, const std::string& key) {
   return LinkSpec{q.get("bandwidth_per_direction", "bandwidth") * q.get("efficiency", "fraction"), q.time("latency")};
 }
 
+ClusterSpec parse_cluster(const ObjectReader& r, const NcclSpec& nccl) {
+  ClusterSpec c;
+  c.nic = parse_link(r, "nic");
+  const Quantities q(r);
+  c.nodes_per_leaf = q.count("nodes_per_leaf", 1 << 20);
+  c.oversubscription = q.get("oversubscription", "ratio");
+  c.tree_bandwidth_ratio = q.get("tree_bandwidth_ratio", "fraction");
+  const ObjectReader lat = r.object("nccl_net_latency", {"LL", "LL128", "Simple"});
+  for (const NcclProtocol& p : nccl.protocols) {
+    if (!lat.has(p.name)) fail_at(lat.path(), fmt::format("needs \"{}\" (nccl.protocols has it)", p.name));
+    const ObjectReader one = lat.object(p.name, {"ring", "tree"});
+    c.net_latency.push_back({p.name, Quantities(one).time("ring"), Quantities(one).time("tree")});
+  }
+  return c;
+}
+
 FabricSpec parse_fabric(const ObjectReader& r) {
   FabricSpec f;
   f.topology = r.string("topology");
@@ -182,7 +200,7 @@ Json resolve_base(const Json& j, const std::string& dir, int depth) {
 HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   (void)src;
   const ObjectReader root(j, "$", {"name", "description", "base", "sm", "compute", "gemm", "memory", "launch",
-                                   "copy_engines", "fabric", "nccl", "barrier", "elementwise", "reduction", "attention"});
+                                   "copy_engines", "fabric", "cluster", "nccl", "barrier", "elementwise", "reduction", "attention"});
   HardwareSpec hw;
   hw.name = root.string("name");
   hw.description = root.optional_string("description").value_or("");
@@ -219,10 +237,19 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.gemm.max_split_k = gq.count("max_split_k", 1024);
   hw.gemm.min_split_k_depth = gq.count("min_split_k_depth");
 
-  const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth"});
+  const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth", "capacity", "framework_reserved"});
   const Quantities mq(mem);
   hw.memory.hbm_bytes_per_ps = mq.get("hbm_bandwidth", "bandwidth") * mq.get("hbm_efficiency", "fraction");
   hw.memory.sm_max_bytes_per_ps = mq.get("sm_max_bandwidth", "bandwidth");
+  // Capacity only matters to a training step's memory ledger, which asks for it by name.
+  if (mem.has("capacity") != mem.has("framework_reserved"))
+    fail_at(mem.path(), "give \"capacity\" and \"framework_reserved\" together");
+  if (mem.has("capacity")) {
+    hw.memory.capacity_bytes = mq.get("capacity", "bytes");
+    hw.memory.framework_reserved_bytes = mq.get("framework_reserved", "bytes");
+    if (hw.memory.framework_reserved_bytes >= hw.memory.capacity_bytes)
+      fail_at(mem.child_path("framework_reserved"), "must be less than capacity");
+  }
 
   const ObjectReader launch = root.object("launch", {"host_overhead", "eager_op_overhead", "eager_gemm_overhead", "device_latency", "graph_device_latency"});
   hw.launch.host_overhead = Quantities(launch).time("host_overhead");
@@ -251,6 +278,10 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (protos.has(name))
       hw.nccl.protocols.push_back(parse_protocol(name, protos.object(name, {"base_latency", "step_latency", "bandwidth_efficiency", "threads_per_block", "channel_threshold"})));
   if (hw.nccl.protocols.empty()) fail_at(protos.path(), "needs at least one protocol");
+
+  if (root.has("cluster"))
+    hw.cluster = parse_cluster(root.object("cluster", {"nic", "nodes_per_leaf", "oversubscription", "tree_bandwidth_ratio", "nccl_net_latency"}),
+                               hw.nccl);
 
   const ObjectReader bar = root.object("barrier", {"latency", "threads", "registers_per_thread"});
   const Quantities baq(bar);

@@ -4,6 +4,8 @@
 
 #include "tpsim/cost/reduction_cost.hpp"
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/model_loader.hpp"
+#include "tpsim/io/training_step_loader.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/strategies/registry.hpp"
 
@@ -17,40 +19,10 @@ std::int64_t dimension(const ObjectReader& w, const std::string& key) {
   return v;
 }
 
-// Public architecture constants (Meta's Llama 3 model cards / params.json).
-const std::vector<ModelShape>& known_models() {
-  static const std::vector<ModelShape> models = {
-      {"llama3_8b", 4096, 14336, 32, 8, 128},
-      {"llama3_70b", 8192, 28672, 64, 8, 128},
-      {"llama3_405b", 16384, 53248, 128, 8, 128},
-  };
-  return models;
-}
-
-ModelShape parse_model(const ObjectReader& w) {
-  const Json& m = w.at("model");
-  const std::string path = w.child_path("model");
-  if (m.is_string()) {
-    const std::string name = m.get<std::string>();
-    std::vector<std::string> names;
-    for (const auto& k : known_models()) {
-      if (k.name == name) return k;
-      names.push_back(k.name);
-    }
-    std::string msg = fmt::format("unknown model \"{}\"", name);
-    if (auto s = closest_match(name, names)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
-    else msg += fmt::format(" (known: {}; or give an object with hidden, ffn_hidden, heads, kv_heads, head_dim)", fmt::join(names, ", "));
-    fail_at(path, msg);
-  }
-  const ObjectReader o(m, path, {"hidden", "ffn_hidden", "heads", "kv_heads", "head_dim"});
-  return ModelShape{"custom", dimension(o, "hidden"), dimension(o, "ffn_hidden"), dimension(o, "heads"),
-                    dimension(o, "kv_heads"), dimension(o, "head_dim")};
-}
-
 Workload parse_layer_workload(const ObjectReader& w, const std::string& op, int gpus) {
   Workload wl;
   wl.op = op;
-  wl.model = parse_model(w);
+  wl.model = parse_model(w, false);
   wl.tokens = dimension(w, "tokens");
   wl.seq_len = dimension(w, "seq_len");
   const std::string pass = w.has("pass") ? w.string("pass") : "forward";
@@ -93,6 +65,12 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
     if (auto s = closest_match(op, ops)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
     else msg += fmt::format(" (supported: {})", fmt::join(ops, ", "));
     fail_at(path + ".op", msg);
+  }
+  if (op == "training_step") {
+    Workload wl;
+    wl.op = op;
+    wl.step = parse_training_step(j, path, gpus);
+    return wl;
   }
   if (op == "transformer_layer" || op == "ffn" || op == "attention") {
     if (gpus < 2) fail_at("$.gpus", fmt::format("{} needs at least 2 GPUs (a TP group)", op));
@@ -171,8 +149,14 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   const ObjectReader root(j, "$", {"name", "hardware", "gpus", "dtype", "workload", "variants", "software"});
   Scenario s;
   s.name = root.optional_string("name").value_or("");
-  s.gpus = static_cast<int>(std::min<std::int64_t>(root.positive_int("gpus"), kMaxGpus + 1));
-  if (s.gpus > kMaxGpus) fail_at("$.gpus", fmt::format("more than {} GPUs in one TP group is not supported", kMaxGpus));
+  // A training step simulates one rank per pipeline stage, so its mesh may be a whole cluster.
+  const Json& wj = root.at("workload");
+  const bool step = wj.is_object() && wj.contains("op") && wj["op"] == "training_step";
+  const int max_gpus = step ? kMaxClusterGpus : kMaxGpus;
+  s.gpus = static_cast<int>(std::min<std::int64_t>(root.positive_int("gpus"), max_gpus + 1));
+  if (s.gpus > max_gpus)
+    fail_at("$.gpus", step ? fmt::format("more than {} GPUs is not supported", max_gpus)
+                           : fmt::format("more than {} GPUs in one TP group is not supported", max_gpus));
   const std::string dtype = root.string("dtype");
   const auto d = parse_dtype(dtype);
   if (!d) fail_at("$.dtype", fmt::format("unknown dtype \"{}\" (supported: bf16, fp16, fp32, fp8)", dtype));
@@ -204,6 +188,10 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));
   const FabricSpec& fabric = s.hardware.fabric;
+  if (step) {
+    s.notes = check_training_hardware(s.workload.step, s.gpus, s.hardware);
+    return s;
+  }
   if (fabric.topology != "multi_node" && s.gpus > fabric.gpus_per_node)
     fail_at("$.gpus", fmt::format("{} is one node of {} GPUs (topology \"{}\"); {} GPUs need a multi_node hardware model such as "
                                   "h100_sxm_2node", s.hardware.name, fabric.gpus_per_node, fabric.topology, s.gpus));

@@ -21,3 +21,11 @@ void scatter_baseline(Dag& dag, const Region& r) {
 }
 
 }  // namespace tpsim::strategy
+
+namespace tpsim::strategy {
+
+// One rank: nothing to gather or scatter, the GEMMs run whole.
+void gather_local(Dag& dag, const Region& r) { add_gemms(dag, r, 0, kCompute, true, r.name + ".matmul"); }
+void scatter_local(Dag& dag, const Region& r) { add_gemms(dag, r, 0, kCompute, true, r.name + ".matmul"); }
+
+}  // namespace tpsim::strategy

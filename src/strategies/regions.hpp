@@ -63,5 +63,7 @@ void scatter_ring(Dag& dag, const Region& r);
 void gather_ring_bidirectional(Dag& dag, const Region& r);
 void scatter_ring_bidirectional(Dag& dag, const Region& r);
 void gather_fused(Dag& dag, const Region& r);
+void gather_local(Dag& dag, const Region& r);  // a group of one rank
+void scatter_local(Dag& dag, const Region& r);
 
 }  // namespace tpsim::strategy

@@ -51,7 +51,7 @@ Region single_region(const Scenario& s, bool gather) {
 }  // namespace
 
 std::vector<std::string> workload_ops() {
-  return {"matmul", "allgather_matmul", "matmul_reducescatter", "transformer_layer", "ffn", "attention"};
+  return {"matmul", "allgather_matmul", "matmul_reducescatter", "transformer_layer", "ffn", "attention", "training_step"};
 }
 
 std::vector<std::string> variants_for(const std::string& op) {
@@ -69,6 +69,7 @@ bool supports(const std::string& op, const std::string& variant) {
 
 Dag build_dag(const Scenario& s, const std::string& variant) {
   const Variant* v = find_variant(variant);
+  if (s.workload.op == "training_step") throw std::logic_error("a training step is simulated by run_training_step, not as one DAG");
   if (!v || !supports(s.workload.op, variant)) throw std::logic_error("no strategy for " + s.workload.op + " / " + variant);
   Dag dag(s.gpus);
   dag.set_host_issue(s.software.op_issue);
@@ -80,6 +81,9 @@ Dag build_dag(const Scenario& s, const std::string& variant) {
     v->builders.gather(dag, single_region(s, true));
   } else if (op == "matmul_reducescatter") {
     v->builders.scatter(dag, single_region(s, false));
+  } else if (is_layer_op(op) && s.gpus == 1) {
+    // One rank (a training step without TP): the layer's GEMMs whole, no collective to overlap.
+    build_layers(dag, s, VariantBuilders{gather_local, scatter_local});
   } else if (is_layer_op(op)) {
     // A variant without a reduce-scatter form keeps NCCL's for those regions.
     build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline});

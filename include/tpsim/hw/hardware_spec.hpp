@@ -47,6 +47,8 @@ struct GemmSpec {
 struct MemorySpec {
   double hbm_bytes_per_ps = 0;     // sustained (nominal x efficiency)
   double sm_max_bytes_per_ps = 0;  // one SM cannot draw more than this
+  double capacity_bytes = 0;       // HBM a process can allocate; 0 where the file does not say (a training step needs it)
+  double framework_reserved_bytes = 0;  // CUDA context, NCCL buffers, allocator slack: never available to tensors
 };
 
 struct LaunchSpec {
@@ -76,6 +78,27 @@ struct FabricSpec {
   LinkSpec pcie;         // pairs: between GPUs not bridged
   LinkSpec nic;          // multi_node: one per GPU between nodes
   int gpus_per_node = 0; // GPUs in one node; the whole system unless multi_node
+};
+
+// The scale-out network between nodes, as a training step across nodes sees it.
+struct NetLatency {
+  std::string protocol;  // NCCL protocol name
+  Tick ring_step = 0;    // per ring step that crosses the network (NCCL tuning.cc hwLat NET, Ring)
+  Tick tree_step = 0;    // per tree level across the network (hwLat NET, Tree)
+};
+
+struct ClusterSpec {
+  LinkSpec nic;                 // one NIC per GPU, per direction, payload rate
+  int nodes_per_leaf = 0;       // nodes whose NICs meet in one switch layer (a rail-optimized unit, a fat tree's leaf)
+  double oversubscription = 1;  // bandwidth divisor for traffic between such units
+  double tree_bandwidth_ratio = 0;  // NCCL's tree all-reduce bus bandwidth relative to a ring's
+  std::vector<NetLatency> net_latency;
+  bool present() const { return nic.present(); }
+  const NetLatency* latency_for(const std::string& protocol) const {
+    for (const auto& l : net_latency)
+      if (l.protocol == protocol) return &l;
+    return nullptr;
+  }
 };
 
 struct NcclProtocol {
@@ -132,6 +155,7 @@ struct HardwareSpec {
   LaunchSpec launch;
   CopyEngineSpec copy_engines;
   FabricSpec fabric;
+  ClusterSpec cluster;  // absent (no NIC) where the file describes one node only
   NcclSpec nccl;
   BarrierSpec barrier;
   ElementwiseSpec elementwise;

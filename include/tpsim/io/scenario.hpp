@@ -10,19 +10,15 @@
 #include "tpsim/dag/op.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
 #include "tpsim/io/json_reader.hpp"
+#include "tpsim/workload/model_shape.hpp"
+#include "tpsim/workload/training_spec.hpp"
 
 namespace tpsim {
-
-// A Llama-style decoder layer's dimensions.
-struct ModelShape {
-  std::string name;  // "llama3_8b", ... or "custom"
-  std::int64_t hidden = 0, ffn_hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
-};
 
 enum class Pass { forward, backward, forward_backward };
 
 struct Workload {
-  std::string op;  // "matmul" | "allgather_matmul" | "matmul_reducescatter" | "transformer_layer" | "ffn" | "attention"
+  std::string op;  // "matmul" | "allgather_matmul" | "matmul_reducescatter" | "transformer_layer" | "ffn" | "attention" | "training_step"
   // matmul ops
   std::int64_t m = 0, k = 0;
   std::vector<std::int64_t> n;  // one weight, or (allgather_matmul) several sharing one gather: Q, K, V
@@ -32,6 +28,7 @@ struct Workload {
   std::int64_t seq_len = 0;
   Pass pass = Pass::forward;
   int layers = 1;
+  TrainingStepSpec step;  // training_step only
   std::int64_t n_total() const {
     std::int64_t t = 0;
     for (auto x : n) t += x;
@@ -64,7 +61,8 @@ struct Scenario {
 
 // Limits that keep a scenario physical and the simulation bounded.
 constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
-constexpr int kMaxGpus = 64;
+constexpr int kMaxGpus = 64;           // in one simulated TP group
+constexpr int kMaxClusterGpus = 131072;  // in a training step's mesh (only the ranks that differ are simulated)
 constexpr int kMaxLayers = 1000;
 // 2^36 elements (128 GiB at 2 bytes): no GPU holds a larger operand, and simulating
 // GEMMs beyond it would take hours of block events.

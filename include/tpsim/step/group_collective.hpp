@@ -1,0 +1,35 @@
+#pragma once
+// The time of one NCCL collective of a mesh dimension's group, in the spirit of
+// NCCL's own tuning model (src/graph/tuning.cc): for each algorithm (ring; tree for
+// an all-reduce across nodes) and protocol, latency + bytes / bus bandwidth, and
+// NCCL's choice is the fastest. Inside a node the bus bandwidth is the NVLink port;
+// across nodes a ring's node boundary is crossed by the NICs of the group's members
+// in that node (one per GPU), divided by the oversubscription between leaf units.
+// Used for the collectives a training step adds around the TP group (FSDP, DP, PP),
+// which are charged as whole operations, not block by block.
+#include <string>
+
+#include "tpsim/core/tick.hpp"
+#include "tpsim/hw/hardware_spec.hpp"
+#include "tpsim/step/group_layout.hpp"
+
+namespace tpsim {
+
+enum class GroupOp { all_gather, reduce_scatter, all_reduce, send_recv };
+enum class LinkTier { nvlink, nic };
+std::string_view link_tier_name(LinkTier t);
+
+struct GroupCollectiveCost {
+  Tick time = 0;
+  std::string algorithm;  // "ring" | "tree" | "p2p" | "none"
+  std::string protocol;
+  int channels = 0;       // SMs the kernel holds (one block per channel)
+  LinkTier tier = LinkTier::nvlink;
+  double wire_bytes = 0;  // bytes each rank sends
+};
+
+// `buffer_bytes`: the all-gather's output, the reduce-scatter's input, the
+// all-reduce's buffer, or the message of a send/recv between neighbours.
+GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const GroupLayout& g, const HardwareSpec& hw);
+
+}  // namespace tpsim

@@ -1,0 +1,69 @@
+#pragma once
+// Runs the coarse tasks of a training step (one layer's forward or backward on the
+// compute stream, one collective on its own stream) on the simulated ranks, one per
+// pipeline stage. Each stream runs its tasks in program order once their
+// dependencies are done. Shared hardware is re-timed at every start and finish:
+//  - a compute task slows while communication kernels of its rank hold SMs
+//    (it runs on the SMs they leave);
+//  - communication tasks of one rank on the same link tier (NVLink, NIC) share it
+//    equally.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tpsim/core/tick.hpp"
+#include "tpsim/step/group_collective.hpp"
+
+namespace tpsim {
+
+enum class StepStream { compute, fsdp_gather, fsdp_reduce, dp_reduce, pp_forward, pp_backward };
+constexpr int kStepStreams = 6;
+std::string_view step_stream_name(StepStream s);
+
+struct StepTask {
+  int stage = 0;
+  StepStream stream = StepStream::compute;
+  std::string name;       // "layer3.forward.mb0", "fsdp.all_gather.layer3", ...
+  std::string dim;        // mesh dimension of a communication task ("fsdp", "dp", "pp"); "" for compute
+  Tick work = 0;          // duration alone on an idle GPU
+  bool communication = false;
+  LinkTier tier = LinkTier::nvlink;
+  int sms = 0;            // SMs a communication kernel holds while it runs
+  double activation_bytes = 0;  // added to the stage's live activations when it ends (negative: freed)
+  std::vector<int> deps;  // tasks (any stage) that must end first
+};
+
+struct StepProgram {
+  int stages = 1;
+  int sm_count = 1;
+  std::vector<StepTask> tasks;  // per (stage, stream): in the order they appear
+  int add(StepTask t) {
+    tasks.push_back(std::move(t));
+    return static_cast<int>(tasks.size()) - 1;
+  }
+};
+
+struct TaskTime {
+  Tick start = 0, end = 0;
+};
+
+struct StageSummary {
+  Tick compute_busy = 0;  // time its compute stream ran
+  Tick end = 0;           // its last task's end
+  double peak_activation_bytes = 0;
+  // Compute-stream idle time by what it waited for: "pp" (another stage or a transfer),
+  // "fsdp", "dp"; a gap with no dependency to blame (host order) counts as "other".
+  std::vector<std::pair<std::string, Tick>> idle_by_cause;
+};
+
+struct StepSimulation {
+  std::vector<TaskTime> times;  // per task
+  Tick makespan = 0;
+  std::vector<StageSummary> stages;
+  std::uint64_t events = 0;
+};
+
+// Throws std::logic_error when the program cannot finish (a dependency cycle).
+StepSimulation simulate_step(const StepProgram& program);
+
+}  // namespace tpsim

@@ -1,0 +1,123 @@
+#include "tpsim/io/step_result_writers.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tpsim/io/printable.hpp"
+
+namespace tpsim {
+
+namespace {
+
+double rounded(double v, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(v * scale) / scale;
+}
+
+double ms(Tick t) { return static_cast<double>(t) * 1e-9; }
+double gib(double bytes) { return bytes / 1073741824.0; }
+
+std::string mesh_text(const TrainingStepSpec& t) {
+  std::vector<std::string> parts;
+  for (MeshDim d : t.mesh.order)
+    if (t.mesh.size(d) > 1) parts.push_back(fmt::format("{}{}", mesh_dim_name(d), t.mesh.size(d)));
+  return parts.empty() ? "one GPU" : fmt::format("{}", fmt::join(parts, " x "));
+}
+
+Tick exposed(const StepVariantRun& run, const std::string& dim) {
+  const auto it = run.exposed_comm.find(dim);
+  return it == run.exposed_comm.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+std::string format_step_table(const StepResult& r) {
+  const Scenario& s = r.scenario;
+  const TrainingStepSpec& t = s.workload.step;
+  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer), {}, checkpoint {}, {} x {} microbatches\n",
+                                s.name.empty() ? "scenario" : printable(s.name), t.model.name, t.seq_len, t.local_batch, mesh_text(t),
+                                pipeline_schedule_name(t.schedule), checkpointing_name(t.checkpoint), t.microbatches,
+                                t.microbatch_sequences());
+  out += fmt::format("{} GPUs x {}, {}; global batch {} tokens\n", s.gpus, s.hardware.name, dtype_name(s.dtype), t.global_tokens());
+  out += fmt::format("{:<22} {:>10} {:>8} {:>12} {:>6} {:>9} {:>7}  {}\n", "variant", "step_ms", "speedup", "tokens/s/GPU", "MFU%",
+                     "peak_GiB", "bubble%", "exposed ms: tp fsdp dp pp");
+  for (const auto& run : r.runs) {
+    const auto sp = r.speedup(run);
+    out += fmt::format("{:<22} {:>10.1f} {:>8} {:>12.0f} {:>6.1f} {:>9.1f} {:>7.1f}  {:.1f} {:.1f} {:.1f} {:.1f}{}\n", run.variant,
+                       ms(run.sim.makespan), sp ? fmt::format("{:.3f}x", *sp) : "-", run.tokens_per_s_per_gpu, 100 * run.mfu,
+                       gib(run.peak_memory_bytes), 100 * run.bubble_fraction, ms(exposed(run, "tp")), ms(exposed(run, "fsdp")),
+                       ms(exposed(run, "dp")), ms(exposed(run, "pp")), run.oom ? "  OUT OF MEMORY" : "");
+  }
+  for (const auto& run : r.runs)
+    if (run.oom) {
+      out += fmt::format("{}: out of memory: pipeline stage {} needs {:.1f} GiB of {:.1f} GiB (", run.variant, run.peak_stage,
+                         gib(run.peak_memory_bytes), gib(s.hardware.memory.capacity_bytes));
+      std::vector<std::string> parts;
+      for (const auto& [kind, b] : run.memory[static_cast<std::size_t>(run.peak_stage)].parts)
+        if (b > 0) parts.push_back(fmt::format("{} {:.1f}", kind, gib(b)));
+      out += fmt::format("{}); the times above are what it would take if it fitted\n", fmt::join(parts, ", "));
+    }
+  return out;
+}
+
+Json step_result_json(const StepResult& r) {
+  const Scenario& s = r.scenario;
+  const TrainingStepSpec& t = s.workload.step;
+  Json j;
+  j["scenario"] = s.name;
+  j["hardware"] = s.hardware.name;
+  j["gpus"] = s.gpus;
+  j["dtype"] = std::string(dtype_name(s.dtype));
+  j["workload"] = s.workload_json;
+  j["global_batch_tokens"] = t.global_tokens();
+  j["model_flops_per_step"] = r.model_flops;
+  j["memory_capacity_gib"] = rounded(gib(s.hardware.memory.capacity_bytes), 3);
+  j["results"] = Json::array();
+  for (const auto& run : r.runs) {
+    Json v;
+    v["variant"] = run.variant;
+    v["step_time_ms"] = rounded(ms(run.sim.makespan), 4);
+    const auto sp = r.speedup(run);
+    v["speedup_vs_baseline"] = sp ? Json(rounded(*sp, 4)) : Json(nullptr);
+    v["tokens_per_s_per_gpu"] = rounded(run.tokens_per_s_per_gpu, 2);
+    v["mfu"] = rounded(run.mfu, 4);
+    v["peak_memory_gib"] = rounded(gib(run.peak_memory_bytes), 3);
+    v["oom"] = run.oom;
+    v["peak_memory_stage"] = run.peak_stage;
+    Json mem;
+    for (const auto& [kind, b] : run.memory[static_cast<std::size_t>(run.peak_stage)].parts) mem[kind] = rounded(gib(b), 3);
+    v["memory_gib"] = mem;
+    v["bubble_fraction"] = rounded(run.bubble_fraction, 4);
+    Json ex;
+    for (const std::string dim : {"tp", "fsdp", "dp", "pp"}) ex[dim] = rounded(ms(exposed(run, dim)), 4);
+    if (exposed(run, "other") > 0) ex["other"] = rounded(ms(exposed(run, "other")), 4);
+    v["exposed_comm_ms"] = ex;
+    v["layer_ms"] = {{"forward", rounded(ms(run.costs.forward), 5)},
+                     {"backward", rounded(ms(run.costs.backward), 5)},
+                     {"recompute", rounded(ms(run.costs.recompute), 5)},
+                     {"output_forward", rounded(ms(run.costs.output_forward), 5)},
+                     {"output_backward", rounded(ms(run.costs.output_backward), 5)}};
+    Json coll = Json::array();
+    for (const auto& c : run.plan.collectives)
+      coll.push_back({{"dim", c.dim}, {"op", c.op}, {"bytes", c.bytes}, {"time_ms", rounded(ms(c.cost.time), 5)},
+                      {"algorithm", c.cost.algorithm}, {"protocol", c.cost.protocol}, {"link", std::string(link_tier_name(c.cost.tier))},
+                      {"sms", c.cost.channels}});
+    v["collectives"] = coll;
+    Json stages = Json::array();
+    for (std::size_t i = 0; i < run.sim.stages.size(); ++i) {
+      const auto& st = run.sim.stages[i];
+      Json idle;
+      for (const auto& [cause, tt] : st.idle_by_cause) idle[cause] = rounded(ms(tt), 4);
+      stages.push_back({{"stage", i}, {"compute_busy_ms", rounded(ms(st.compute_busy), 4)}, {"idle_ms", idle},
+                        {"memory_gib", rounded(gib(run.memory[i].total()), 3)}});
+    }
+    v["stages"] = stages;
+    v["simulated_tasks"] = run.plan.program.tasks.size();
+    v["simulated_events"] = run.sim.events;
+    j["results"].push_back(v);
+  }
+  return j;
+}
+
+}  // namespace tpsim

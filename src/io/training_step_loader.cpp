@@ -1,0 +1,165 @@
+#include "tpsim/io/training_step_loader.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "tpsim/io/model_loader.hpp"
+#include "tpsim/io/scenario.hpp"
+
+namespace tpsim {
+
+namespace {
+
+MeshShape parse_mesh(const ObjectReader& w, std::int64_t gpus) {
+  const ObjectReader m = w.object("mesh", {"dp", "fsdp", "tp", "pp", "cp", "ep"});
+  MeshShape mesh;
+  for (MeshDim d : kAllMeshDims) {
+    const std::string key(mesh_dim_name(d));
+    if (!m.has(key)) continue;
+    const std::int64_t v = m.positive_int(key);
+    if (v > kMaxClusterGpus) fail_at(m.child_path(key), fmt::format("{} is more than the limit of {} GPUs", v, kMaxClusterGpus));
+    mesh.sizes[static_cast<int>(d)] = static_cast<int>(v);
+  }
+  for (MeshDim d : {MeshDim::cp, MeshDim::ep})
+    if (mesh.size(d) > 1)
+      fail_at(m.child_path(std::string(mesh_dim_name(d))),
+              fmt::format("{} > 1 is not modelled yet (context and expert parallelism come with a later release); use 1 or leave it out",
+                          mesh_dim_name(d)));
+  if (mesh.gpus() != gpus) {
+    std::vector<std::string> parts;
+    for (MeshDim d : kAllMeshDims)
+      if (mesh.size(d) > 1) parts.push_back(fmt::format("{} {}", mesh_dim_name(d), mesh.size(d)));
+    fail_at(m.path(), fmt::format("the mesh ({}) has {} GPUs, but gpus is {}", parts.empty() ? "all 1" : fmt::format("{}", fmt::join(parts, " x ")),
+                                  mesh.gpus(), gpus));
+  }
+  if (w.has("mesh_order")) {
+    const Json& order = w.array("mesh_order");
+    std::vector<MeshDim> listed;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const std::string p = fmt::format("{}[{}]", w.child_path("mesh_order"), i);
+      const std::string name = as_string(order[i], p);
+      const auto d = parse_mesh_dim(name);
+      if (!d) {
+        std::vector<std::string> names;
+        for (MeshDim x : kAllMeshDims) names.emplace_back(mesh_dim_name(x));
+        std::string msg = fmt::format("unknown mesh dimension \"{}\"", name);
+        if (auto s = closest_match(name, names)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+        else msg += fmt::format(" (known: {})", fmt::join(names, ", "));
+        fail_at(p, msg);
+      }
+      if (std::find(listed.begin(), listed.end(), *d) != listed.end()) fail_at(p, fmt::format("\"{}\" is listed twice", name));
+      listed.push_back(*d);
+    }
+    for (MeshDim d : kAllMeshDims)
+      if (mesh.size(d) > 1 && std::find(listed.begin(), listed.end(), d) == listed.end())
+        fail_at(w.child_path("mesh_order"), fmt::format("does not place \"{}\" (size {}); list every dimension larger than 1", mesh_dim_name(d),
+                                                        mesh.size(d)));
+    // Dimensions of size 1 not listed go outermost: they change no placement.
+    for (MeshDim d : kAllMeshDims)
+      if (std::find(listed.begin(), listed.end(), d) == listed.end()) listed.push_back(d);
+    mesh.order = listed;
+  }
+  return mesh;
+}
+
+template <typename E>
+E parse_choice(const ObjectReader& w, const std::string& key, E fallback, std::initializer_list<std::pair<const char*, E>> choices) {
+  if (!w.has(key)) return fallback;
+  const std::string v = w.string(key);
+  std::vector<std::string> names;
+  for (const auto& [name, e] : choices) {
+    if (v == name) return e;
+    names.emplace_back(name);
+  }
+  std::string msg = fmt::format("unknown value \"{}\"", v);
+  if (auto s = closest_match(v, names)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+  else msg += fmt::format(" (one of: {})", fmt::join(names, ", "));
+  fail_at(w.child_path(key), msg);
+}
+
+void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
+  const int tp = t.mesh.size(MeshDim::tp), pp = t.mesh.size(MeshDim::pp);
+  const std::string mp = w.child_path("model");
+  const auto& md = t.model;
+  if (md.heads % tp != 0) fail_at(mp + ".heads", fmt::format("{} attention heads do not divide over tp {}", md.heads, tp));
+  if (md.ffn_hidden % tp != 0) fail_at(mp + ".ffn_hidden", fmt::format("{} FFN columns do not divide over tp {}", md.ffn_hidden, tp));
+  if ((md.kv_heads >= tp && md.kv_heads % tp != 0) || (md.kv_heads < tp && tp % md.kv_heads != 0))
+    fail_at(mp + ".kv_heads", fmt::format("{} KV heads can be neither split nor replicated evenly over tp {}", md.kv_heads, tp));
+  if (md.kv_heads > md.heads) fail_at(mp + ".kv_heads", "more KV heads than attention heads");
+  if (md.layers < t.chunks())
+    fail_at(mp, fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", md.layers, pp, t.virtual_stages));
+  if (t.local_batch % t.microbatches != 0)
+    fail_at(w.child_path("microbatches"), fmt::format("{} microbatches do not divide the local batch of {} sequences", t.microbatches, t.local_batch));
+  // Sequence parallelism shards every microbatch's tokens over the TP group.
+  if (t.microbatch_tokens() % tp != 0)
+    fail_at(w.child_path("seq_len"), fmt::format("a microbatch of {} tokens does not divide over tp {}", t.microbatch_tokens(), tp));
+  if (t.schedule == PipelineSchedule::interleaved_1f1b) {
+    if (t.virtual_stages < 2) fail_at(w.child_path("virtual_stages"), "interleaved 1F1B needs at least 2 virtual stages per rank");
+    if (t.microbatches % pp != 0)
+      fail_at(w.child_path("microbatches"),
+              fmt::format("interleaved 1F1B runs microbatches in groups of pp: {} is not a multiple of pp {}", t.microbatches, pp));
+  } else if (t.virtual_stages != 1) {
+    fail_at(w.child_path("virtual_stages"), fmt::format("only the interleaved schedule has virtual stages (pp_schedule is \"{}\")",
+                                                        pipeline_schedule_name(t.schedule)));
+  }
+  if (pp > 1 && t.schedule != PipelineSchedule::gpipe && t.microbatches < pp)
+    fail_at(w.child_path("microbatches"), fmt::format("{} needs at least pp = {} microbatches to fill the pipeline, got {}",
+                                                      pipeline_schedule_name(t.schedule), pp, t.microbatches));
+  // Whole-model weights of a layer and the output projection must fit the GEMM bounds.
+  check_gemm_fits(t.microbatch_tokens(), md.vocab, md.hidden, mp);
+  check_gemm_fits(t.microbatch_tokens(), 2 * md.ffn_hidden, md.hidden, mp);
+}
+
+}  // namespace
+
+TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std::int64_t gpus) {
+  const ObjectReader w(j, path, {"op", "model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule",
+                                 "microbatches", "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype"});
+  TrainingStepSpec t;
+  t.model = parse_model(w, true);
+  t.seq_len = w.positive_int("seq_len");
+  if (t.seq_len > kMaxDimension) fail_at(w.child_path("seq_len"), fmt::format("{} is larger than the limit {}", t.seq_len, kMaxDimension));
+  t.local_batch = w.positive_int("local_batch");
+  if (t.local_batch > 1 << 20) fail_at(w.child_path("local_batch"), "more than 2^20 sequences per rank");
+  t.mesh = parse_mesh(w, gpus);
+  t.checkpoint = parse_choice(w, "activation_checkpoint", Checkpointing::none,
+                              {{"none", Checkpointing::none}, {"selective", Checkpointing::selective}, {"full", Checkpointing::full}});
+  t.schedule = parse_choice(w, "pp_schedule", PipelineSchedule::one_f_one_b,
+                            {{"gpipe", PipelineSchedule::gpipe}, {"1f1b", PipelineSchedule::one_f_one_b},
+                             {"interleaved_1f1b", PipelineSchedule::interleaved_1f1b}});
+  const std::int64_t mb = w.positive_int_or("microbatches", t.mesh.size(MeshDim::pp));
+  if (mb > 4096) fail_at(w.child_path("microbatches"), fmt::format("{} is more than the limit 4096", mb));
+  t.microbatches = static_cast<int>(mb);
+  const std::int64_t vs = w.positive_int_or("virtual_stages", t.schedule == PipelineSchedule::interleaved_1f1b ? 2 : 1);
+  if (vs > 64) fail_at(w.child_path("virtual_stages"), fmt::format("{} is more than the limit 64", vs));
+  t.virtual_stages = static_cast<int>(vs);
+  t.grad_reduce_dtype = parse_choice(w, "grad_reduce_dtype", Dtype::fp32, {{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}});
+  // Accepted only where the model does what they say; the rest is refused, not ignored.
+  if (w.has("linear_dtype") && w.string("linear_dtype") != "bf16")
+    fail_at(w.child_path("linear_dtype"), "only \"bf16\" is modelled so far (fp8 linears with their scaling kernels are not yet)");
+  if (w.optional_bool("compile").value_or(false))
+    fail_at(w.child_path("compile"), "true is not modelled yet (element-wise chains run as separate kernels); use false");
+  check_divisibility(t, w);
+  return t;
+}
+
+std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, std::int64_t gpus, const HardwareSpec& hw) {
+  std::vector<std::string> notes;
+  if (hw.memory.capacity_bytes <= 0)
+    fail_at("$.hardware", fmt::format("{} does not give memory.capacity, which a training step's memory ledger needs", hw.name));
+  const int per_node = hw.fabric.gpus_per_node;
+  const std::int64_t nodes = (gpus + per_node - 1) / per_node;
+  if (nodes > 1 && !hw.cluster.present())
+    fail_at("$.gpus", fmt::format("{} GPUs span {} nodes of {}, but {} describes no cluster network (add a \"cluster\" section)", gpus,
+                                  nodes, per_node, hw.name));
+  const int tp = step.mesh.size(MeshDim::tp);
+  if (tp > per_node)
+    fail_at("$.workload.mesh.tp", fmt::format("tp {} is larger than a node of {} GPUs; a training step keeps each TP group inside a node", tp,
+                                              per_node));
+  notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of {}; simulated: one rank per pipeline stage (the mesh is symmetric)", gpus,
+                              hw.name, nodes, per_node));
+  return notes;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,71 @@
+#include "tpsim/step/group_collective.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace tpsim {
+
+std::string_view link_tier_name(LinkTier t) { return t == LinkTier::nvlink ? "nvlink" : "nic"; }
+
+namespace {
+
+int channels_for(const NcclProtocol& p, double bytes, int max_channels) {
+  // NCCL drops a channel while the message is under channels x threads x threshold bytes.
+  return static_cast<int>(std::clamp(std::floor(bytes / (p.threads * p.channel_threshold)), 1.0, static_cast<double>(max_channels)));
+}
+
+Tick latency_of(const NetLatency* net, bool tree) {
+  if (!net) throw std::logic_error("cluster network latency missing for a protocol");
+  return tree ? net->tree_step : net->ring_step;
+}
+
+}  // namespace
+
+GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const GroupLayout& g, const HardwareSpec& hw) {
+  GroupCollectiveCost best;
+  if (g.ranks == 1 || buffer_bytes <= 0) {
+    best.algorithm = "none";
+    return best;
+  }
+  const bool across = g.crosses_nodes();
+  if (across && !hw.cluster.present()) throw std::logic_error("a group across nodes on hardware without a cluster network");
+  best.tier = across ? LinkTier::nic : LinkTier::nvlink;
+  const double nvlink = hw.fabric.nvlink.bytes_per_ps;
+  const double nic = across ? hw.cluster.nic.bytes_per_ps / (g.leaves > 1 ? hw.cluster.oversubscription : 1.0) : 0;
+  best.time = kTickMax;
+  for (const NcclProtocol& p : hw.nccl.protocols) {
+    const NetLatency* net = across ? hw.cluster.latency_for(p.name) : nullptr;
+    if (op == GroupOp::send_recv) {
+      // One GPU to its neighbour: its own NVLink port or its own NIC.
+      const double link = across ? hw.cluster.nic.bytes_per_ps : nvlink;
+      const Tick lat = p.base_latency + (across ? hw.cluster.nic.latency : hw.fabric.nvlink.latency);
+      const Tick t = lat + duration_for(buffer_bytes, link * p.bandwidth_efficiency);
+      if (t < best.time) best = {t, "p2p", p.name, hw.nccl.p2p_channels, best.tier, buffer_bytes};
+      continue;
+    }
+    const int n = g.ranks;
+    const bool all_reduce = op == GroupOp::all_reduce;
+    const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather
+    const double bus = across ? std::min(nvlink, g.per_node * nic) : nvlink;
+    const double wire = passes * buffer_bytes * (n - 1) / n;
+    const int steps = passes * (n - 1), inter = across ? passes * (g.nodes - 1) : 0;
+    const Tick ring_lat = hw.nccl.ring_startup + p.base_latency + static_cast<Tick>(steps - inter) * p.step_latency +
+                          (across ? static_cast<Tick>(inter) * latency_of(net, false) : 0);
+    const Tick ring = ring_lat + duration_for(wire, bus * p.bandwidth_efficiency);
+    const int ch = channels_for(p, buffer_bytes, hw.nccl.max_channels);
+    if (ring < best.time) best = {ring, "ring", p.name, ch, best.tier, wire};
+    if (all_reduce && across) {
+      // Chains inside nodes, a tree across them, up and down; the bus bandwidth NCCL
+      // gives a tree is a fraction of the ring's, and each byte goes up and comes down.
+      const Tick depth = static_cast<Tick>(std::ceil(std::log2(static_cast<double>(g.nodes))));
+      const Tick tree_lat = hw.nccl.ring_startup + p.base_latency +
+                            2 * (static_cast<Tick>(g.per_node - 1) * p.step_latency + depth * latency_of(net, true));
+      const Tick tree = tree_lat + duration_for(2 * buffer_bytes, bus * p.bandwidth_efficiency * hw.cluster.tree_bandwidth_ratio);
+      if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes};
+    }
+  }
+  return best;
+}
+
+}  // namespace tpsim

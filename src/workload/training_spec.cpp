@@ -1,0 +1,56 @@
+#include "tpsim/workload/training_spec.hpp"
+
+namespace tpsim {
+
+std::string_view mesh_dim_name(MeshDim d) {
+  switch (d) {
+    case MeshDim::tp: return "tp";
+    case MeshDim::cp: return "cp";
+    case MeshDim::ep: return "ep";
+    case MeshDim::fsdp: return "fsdp";
+    case MeshDim::dp: return "dp";
+    case MeshDim::pp: return "pp";
+  }
+  return "?";
+}
+
+std::optional<MeshDim> parse_mesh_dim(std::string_view name) {
+  for (MeshDim d : kAllMeshDims)
+    if (mesh_dim_name(d) == name) return d;
+  return std::nullopt;
+}
+
+std::int64_t MeshShape::gpus() const {
+  std::int64_t n = 1;
+  for (int s : sizes) n *= s;  // each size is bounded by the parser: no overflow for six of them
+  return n;
+}
+
+std::int64_t MeshShape::stride(MeshDim d) const {
+  std::int64_t s = 1;
+  for (MeshDim inner : order) {
+    if (inner == d) return s;
+    s *= size(inner);
+  }
+  return s;
+}
+
+std::string_view checkpointing_name(Checkpointing c) {
+  switch (c) {
+    case Checkpointing::none: return "none";
+    case Checkpointing::selective: return "selective";
+    case Checkpointing::full: return "full";
+  }
+  return "?";
+}
+
+std::string_view pipeline_schedule_name(PipelineSchedule p) {
+  switch (p) {
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved_1f1b: return "interleaved_1f1b";
+  }
+  return "?";
+}
+
+}  // namespace tpsim

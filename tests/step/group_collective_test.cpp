@@ -1,0 +1,78 @@
+#include "support/catch.hpp"
+#include <algorithm>
+
+#include "support/simulate.hpp"
+#include "tpsim/step/group_collective.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+
+MeshShape mesh(std::initializer_list<std::pair<MeshDim, int>> dims, std::vector<MeshDim> order) {
+  MeshShape m;
+  for (auto [d, n] : dims) m.sizes[static_cast<int>(d)] = n;
+  for (MeshDim d : kAllMeshDims)
+    if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
+  m.order = order;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("mesh order decides which dimension shares a node", "[step][mesh]") {
+  const MeshShape tp_inner = mesh({{MeshDim::tp, 8}, {MeshDim::fsdp, 32}}, {MeshDim::tp, MeshDim::fsdp});
+  const GroupLayout f = group_layout(tp_inner, MeshDim::fsdp, 8, 32);
+  CHECK(f.ranks == 32);
+  CHECK(f.per_node == 1);
+  CHECK(f.nodes == 32);
+  CHECK(f.leaves == 1);
+  CHECK(group_layout(tp_inner, MeshDim::tp, 8, 32).nodes == 1);
+  const MeshShape fsdp_inner = mesh({{MeshDim::tp, 8}, {MeshDim::fsdp, 32}}, {MeshDim::fsdp, MeshDim::tp});
+  const GroupLayout g = group_layout(fsdp_inner, MeshDim::fsdp, 8, 32);
+  CHECK(g.per_node == 8);
+  CHECK(g.nodes == 4);
+  // 64 nodes of a group, 32 per leaf: two leaves.
+  CHECK(group_layout(mesh({{MeshDim::tp, 8}, {MeshDim::fsdp, 64}}, {MeshDim::tp, MeshDim::fsdp}), MeshDim::fsdp, 8, 32).leaves == 2);
+}
+
+TEST_CASE("ring collectives move their closed-form bytes", "[step][collective]") {
+  const double s = 1e9;
+  for (int n : {2, 8, 32}) {
+    const GroupLayout g{n, 1, n, 1};
+    CHECK(group_collective_cost(GroupOp::all_gather, s, g, h100()).wire_bytes == Approx(s * (n - 1) / n));
+    CHECK(group_collective_cost(GroupOp::reduce_scatter, s, g, h100()).wire_bytes == Approx(s * (n - 1) / n));
+    const auto ar = group_collective_cost(GroupOp::all_reduce, s, g, h100());
+    CHECK(ar.wire_bytes == Approx(ar.algorithm == "ring" ? 2 * s * (n - 1) / n : 2 * s));
+  }
+}
+
+TEST_CASE("across nodes one NIC per member is the bottleneck - more members per node add NICs", "[step][collective]") {
+  const double s = 4e9;  // bandwidth-bound
+  const auto inside = group_collective_cost(GroupOp::all_gather, s, GroupLayout{8, 8, 1, 1}, h100());
+  const auto one_per_node = group_collective_cost(GroupOp::all_gather, s, GroupLayout{8, 1, 8, 1}, h100());
+  const auto two_per_node = group_collective_cost(GroupOp::all_gather, s, GroupLayout{8, 2, 4, 1}, h100());
+  CHECK(inside.tier == LinkTier::nvlink);
+  CHECK(one_per_node.tier == LinkTier::nic);
+  const double ratio = h100().fabric.nvlink.bytes_per_ps / h100().cluster.nic.bytes_per_ps;
+  CHECK(static_cast<double>(one_per_node.time) / static_cast<double>(inside.time) == Approx(ratio).epsilon(0.05));
+  CHECK(static_cast<double>(one_per_node.time) / static_cast<double>(two_per_node.time) == Approx(2.0).epsilon(0.05));
+}
+
+TEST_CASE("oversubscription between leaf units slows a group that spans them", "[step][collective]") {
+  HardwareSpec hw = h100();
+  hw.cluster.oversubscription = 4;
+  const auto one_leaf = group_collective_cost(GroupOp::all_gather, 4e9, GroupLayout{64, 1, 64, 1}, hw);
+  const auto two_leaves = group_collective_cost(GroupOp::all_gather, 4e9, GroupLayout{64, 1, 64, 2}, hw);
+  CHECK(static_cast<double>(two_leaves.time) / static_cast<double>(one_leaf.time) == Approx(4.0).epsilon(0.05));
+}
+
+TEST_CASE("a small all-reduce over many nodes takes NCCL's tree - a large one is bandwidth-bound", "[step][collective]") {
+  const GroupLayout g{512, 1, 512, 16};
+  const auto small = group_collective_cost(GroupOp::all_reduce, 64e3, g, h100());
+  CHECK(small.algorithm == "tree");
+  const auto big = group_collective_cost(GroupOp::all_reduce, 8e9, g, h100());
+  const auto bigger = group_collective_cost(GroupOp::all_reduce, 16e9, g, h100());
+  CHECK(static_cast<double>(bigger.time) / static_cast<double>(big.time) == Approx(2.0).epsilon(0.02));
+  CHECK(group_collective_cost(GroupOp::all_reduce, 1e6, GroupLayout{1, 1, 1, 1}, h100()).time == 0);
+}

@@ -1,0 +1,129 @@
+#include "support/catch.hpp"
+
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "tpsim/step/pipeline_order.hpp"
+#include "tpsim/step/step_simulator.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+// A pipeline with free communication: every chunk's forward costs tf / v, its backward tb / v.
+StepProgram pipeline(PipelineSchedule s, int pp, int v, int m, Tick tf, Tick tb, double activation = 0) {
+  StepProgram p;
+  p.stages = pp;
+  p.sm_count = 132;
+  std::map<std::tuple<int, int, bool>, int> done;  // (chunk, mb, forward) -> task
+  std::vector<std::pair<int, std::tuple<int, int, bool>>> pending;
+  const int chunks = pp * v;
+  for (int r = 0; r < pp; ++r)
+    for (const PipelineWork& w : pipeline_order(s, pp, v, m, r)) {
+      StepTask t;
+      t.stage = r;
+      t.name = fmt::format("chunk{}.mb{}.{}", w.chunk, w.microbatch, w.forward ? "F" : "B");
+      t.work = (w.forward ? tf : tb) / v;
+      t.activation_bytes = w.forward ? activation : -activation;
+      const int id = p.add(t);
+      done[{w.chunk, w.microbatch, w.forward}] = id;
+      if (w.forward && w.chunk > 0) pending.push_back({id, {w.chunk - 1, w.microbatch, true}});
+      if (!w.forward && w.chunk < chunks - 1) pending.push_back({id, {w.chunk + 1, w.microbatch, false}});
+    }
+  for (const auto& [id, key] : pending) p.tasks[static_cast<std::size_t>(id)].deps.push_back(done.at(key));
+  return p;
+}
+
+double bubble(const StepSimulation& s, int stage) {
+  for (const auto& [cause, t] : s.stages[static_cast<std::size_t>(stage)].idle_by_cause)
+    if (cause == "pp") return static_cast<double>(t) / static_cast<double>(s.makespan);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("with free communication the 1F1B and GPipe bubble is (p-1)/(m+p-1) on every stage", "[step][pipeline]") {
+  for (PipelineSchedule sched : {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe})
+    for (auto [pp, m] : {std::pair{4, 4}, std::pair{4, 16}, std::pair{8, 8}, std::pair{2, 7}}) {
+      const StepSimulation s = simulate_step(pipeline(sched, pp, 1, m, 1'000'000, 2'000'000));
+      const double expected = static_cast<double>(pp - 1) / (m + pp - 1);
+      INFO(fmt::format("{} pp {} m {}", pipeline_schedule_name(sched), pp, m));
+      CHECK(s.makespan == static_cast<Tick>(m + pp - 1) * 3'000'000);
+      for (int r = 0; r < pp; ++r) CHECK(bubble(s, r) == Approx(expected).epsilon(1e-9));
+    }
+}
+
+TEST_CASE("interleaving shrinks the bubble to (p-1)/(v m + p-1) and never grows it", "[step][pipeline]") {
+  for (auto [pp, m] : {std::pair{4, 8}, std::pair{4, 4}, std::pair{8, 16}})
+    for (int v : {2, 4}) {
+      const StepSimulation one = simulate_step(pipeline(PipelineSchedule::one_f_one_b, pp, 1, m, 4'000'000, 8'000'000));
+      const StepSimulation inter = simulate_step(pipeline(PipelineSchedule::interleaved_1f1b, pp, v, m, 4'000'000, 8'000'000));
+      INFO(fmt::format("pp {} m {} v {}", pp, m, v));
+      CHECK(inter.makespan <= one.makespan);
+      CHECK(bubble(inter, 0) <= bubble(one, 0));
+      CHECK(bubble(inter, 0) == Approx(static_cast<double>(pp - 1) / (v * m + pp - 1)).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("1F1B keeps at most pp microbatches alive on the first stage - GPipe keeps all", "[step][pipeline][memory]") {
+  const int pp = 4, m = 12;
+  const auto one = simulate_step(pipeline(PipelineSchedule::one_f_one_b, pp, 1, m, 1000, 2000, 1.0));
+  const auto gpipe = simulate_step(pipeline(PipelineSchedule::gpipe, pp, 1, m, 1000, 2000, 1.0));
+  for (int r = 0; r < pp; ++r) {
+    CHECK(one.stages[static_cast<std::size_t>(r)].peak_activation_bytes == pp - r);
+    CHECK(gpipe.stages[static_cast<std::size_t>(r)].peak_activation_bytes == m);
+  }
+}
+
+TEST_CASE("a compute task runs on the SMs a concurrent collective leaves", "[step][sharing]") {
+  StepProgram p;
+  p.sm_count = 100;
+  StepTask compute;
+  compute.name = "compute";
+  compute.work = 100;
+  StepTask comm;
+  comm.name = "comm";
+  comm.stream = StepStream::fsdp_gather;
+  comm.communication = true;
+  comm.dim = "fsdp";
+  comm.sms = 50;
+  comm.work = 50;
+  p.add(compute);
+  p.add(comm);
+  const StepSimulation s = simulate_step(p);
+  // Half speed while the collective holds half the SMs (25 of 100 done by t = 50), then full speed.
+  CHECK(s.times[1].end == 50);
+  CHECK(s.times[0].end == 125);
+}
+
+TEST_CASE("collectives of one rank share a link tier and not across tiers", "[step][sharing]") {
+  for (bool same_tier : {true, false}) {
+    StepProgram p;
+    StepTask a;
+    a.communication = true;
+    a.work = 100;
+    a.stream = StepStream::fsdp_gather;
+    StepTask b = a;
+    b.stream = StepStream::pp_forward;
+    b.tier = same_tier ? LinkTier::nvlink : LinkTier::nic;
+    p.add(a);
+    p.add(b);
+    const StepSimulation s = simulate_step(p);
+    CHECK(s.makespan == (same_tier ? 200 : 100));
+  }
+}
+
+TEST_CASE("a program with a dependency cycle is refused, not hung", "[step]") {
+  StepProgram p;
+  StepTask a;
+  a.work = 10;
+  a.deps = {1};
+  StepTask b = a;
+  b.stream = StepStream::pp_forward;
+  b.deps = {0};
+  p.add(a);
+  p.add(b);
+  CHECK_THROWS_AS(simulate_step(p), std::logic_error);
+}

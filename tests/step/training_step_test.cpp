@@ -1,0 +1,151 @@
+#include "support/catch.hpp"
+
+#include <fmt/format.h>
+
+#include "tpsim/io/input_error.hpp"
+#include "tpsim/io/scenario.hpp"
+#include "tpsim/io/step_result_writers.hpp"
+#include "tpsim/step/training_step.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+std::string step(int gpus, const std::string& model, const std::string& mesh, const std::string& extra = "",
+                 const std::string& variants = R"("baseline")", const std::string& hw = "h100_sxm") {
+  return fmt::format(R"({{"hardware": "{}", "gpus": {}, "dtype": "bf16",
+      "workload": {{"op": "training_step", "model": "{}", "seq_len": 8192, "local_batch": 2, "mesh": {{{}}}{}}},
+      "variants": [{}]}})",
+                     hw, gpus, model, mesh, extra.empty() ? "" : ", " + extra, variants);
+}
+
+StepResult run(const std::string& json) { return run_training_step(parse_scenario(Json::parse(json), "")); }
+
+std::string error_of(const std::string& json) {
+  try {
+    parse_scenario(Json::parse(json), "");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("bad meshes and schedules are one line naming the JSON path", "[step][input]") {
+  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 4, "tp": 8)")).find("$.workload.mesh") != std::string::npos);
+  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 4, "tp": 8)")).find("32 GPUs, but gpus is 64") != std::string::npos);
+  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 2, "tp": 8, "cp": 4)")).find("$.workload.mesh.cp") != std::string::npos);
+  CHECK(error_of(step(48, "llama3_8b", R"("fsdp": 8, "tp": 6)")).find("$.workload.model.heads") != std::string::npos);
+  CHECK(error_of(step(64, "llama3_8b", R"("pp": 4, "tp": 8, "fsdp": 2)", R"("pp_schedule": "interleaved_1f1b", "microbatches": 2)"))
+            .find("$.workload.microbatches") != std::string::npos);
+  CHECK(error_of(step(64, "llama3_8b", R"("pp": 4, "tp": 8, "fsdp": 2)", R"("pp_schedule": "1f1b", "microbatches": 2)"))
+            .find("at least pp = 4 microbatches") != std::string::npos);
+  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp", "fsdpp"])")).find("did you mean \"fsdp\"") !=
+        std::string::npos);
+  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp"])")).find("does not place \"fsdp\"") !=
+        std::string::npos);
+  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8")")).find("$.workload.linear_dtype") !=
+        std::string::npos);
+  CHECK(error_of(step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)")).find("$.workload.mesh.tp") != std::string::npos);
+  // Across nodes a cluster network is needed: h100_pcie describes none.
+  CHECK(error_of(step(16, "llama3_8b", R"("fsdp": 8, "tp": 2)", "", R"("baseline")", "h100_pcie")).find("cluster") != std::string::npos);
+}
+
+TEST_CASE("a model too big for its mesh is reported out of memory, not refused", "[step][memory]") {
+  const StepResult r = run(step(8, "llama3_405b", R"("fsdp": 8)"));
+  REQUIRE(r.runs.size() == 1);
+  CHECK(r.runs[0].oom);
+  CHECK(r.runs[0].peak_memory_bytes > r.scenario.hardware.memory.capacity_bytes);
+  const Json j = step_result_json(r);
+  CHECK(j["results"][0]["oom"] == true);
+  const StepResult fits = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)"));
+  CHECK_FALSE(fits.runs[0].oom);
+}
+
+TEST_CASE("FSDP shards parameters, gradients and optimizer state: 16 bytes per parameter over tp x fsdp", "[step][memory]") {
+  const StepResult r = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)"));
+  const auto& t = r.scenario.workload.step;
+  const double params = t.model.layers * t.model.layer_params() + 2 * t.model.embedding_params();
+  double states = 0;
+  for (const auto& [kind, b] : r.runs[0].memory[0].parts)
+    if (kind == "parameters (fp32 shard)" || kind == "gradients (fp32 shard)" || kind == "optimizer state (AdamW moments)") states += b;
+  CHECK(states == Approx(16 * params / 64));
+}
+
+TEST_CASE("FSDP all-gathers each layer's bf16 weights and reduce-scatters its fp32 gradient", "[step][fsdp]") {
+  const StepResult r = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)"));
+  const auto& t = r.scenario.workload.step;
+  int gathers = 0, reduces = 0;
+  for (const auto& c : r.runs[0].plan.collectives) {
+    if (c.op == "all_gather") {
+      CHECK(c.bytes == Approx(2 * t.model.layer_params() / 8));
+      ++gathers;
+    }
+    if (c.op == "reduce_scatter") {
+      CHECK(c.bytes == Approx(4 * t.model.layer_params() / 8));
+      ++reduces;
+    }
+  }
+  CHECK(gathers == 1);
+  CHECK(reduces == 1);
+  // Without a pipeline: gathered before each forward and each backward, reduced once per layer.
+  int ag = 0, rs = 0;
+  for (const auto& task : r.runs[0].plan.program.tasks) {
+    ag += task.name.starts_with("fsdp.all_gather");
+    rs += task.name.starts_with("fsdp.reduce_scatter");
+  }
+  CHECK(ag == 2 * t.model.layers);
+  CHECK(rs == t.model.layers);
+}
+
+TEST_CASE("doubling data parallelism at a fixed local batch keeps tokens/s per GPU", "[step][scaling]") {
+  const StepResult a = run(step(128, "llama3_8b", R"("fsdp": 16, "tp": 8)"));
+  const StepResult b = run(step(256, "llama3_8b", R"("fsdp": 32, "tp": 8)"));
+  const double ta = a.runs[0].tokens_per_s_per_gpu, tb = b.runs[0].tokens_per_s_per_gpu;
+  INFO(fmt::format("{:.0f} vs {:.0f} tokens/s/GPU", ta, tb));
+  // A ring's bytes per rank grow only as (n-1)/n: within a few percent.
+  CHECK(tb <= ta * 1.0001);
+  CHECK(tb > 0.95 * ta);
+}
+
+TEST_CASE("full checkpointing trades time for memory", "[step][checkpoint]") {
+  const StepResult none = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("activation_checkpoint": "none")"));
+  const StepResult full = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("activation_checkpoint": "full")"));
+  const StepResult sel = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("activation_checkpoint": "selective")"));
+  CHECK(full.runs[0].sim.makespan > none.runs[0].sim.makespan);
+  CHECK(sel.runs[0].sim.makespan > none.runs[0].sim.makespan);
+  CHECK(sel.runs[0].sim.makespan < full.runs[0].sim.makespan);
+  CHECK(full.runs[0].peak_memory_bytes < sel.runs[0].peak_memory_bytes);
+  CHECK(sel.runs[0].peak_memory_bytes < none.runs[0].peak_memory_bytes);
+  // Full recomputation re-runs each layer's forward inside its backward.
+  CHECK(full.runs[0].costs.recompute == full.runs[0].costs.forward);
+}
+
+TEST_CASE("a pipeline's bubble shrinks with more microbatches and comes from the schedule", "[step][pipeline]") {
+  const auto with_batch = [](int m, const std::string& sched) {
+    const std::string j = fmt::format(R"({{"hardware": "h100_sxm", "gpus": 64, "dtype": "bf16",
+      "workload": {{"op": "training_step", "model": "llama3_8b", "seq_len": 4096, "local_batch": 16, "mesh": {{"pp": 4, "tp": 8, "fsdp": 2}},
+                   "microbatches": {}, "pp_schedule": "{}"}}, "variants": ["baseline"]}})",
+                                      m, sched);
+    return run(j).runs[0];
+  };
+  const auto m4 = with_batch(4, "1f1b"), m16 = with_batch(16, "1f1b");
+  CHECK(m16.bubble_fraction < m4.bubble_fraction);
+  // With real stages (embedding on the first, output layer on the last) the bubble is at least the ideal one.
+  CHECK(m4.bubble_fraction > 0.9 * 3.0 / (4 + 3));
+  const auto inter = with_batch(16, "interleaved_1f1b");
+  CHECK(inter.bubble_fraction < m16.bubble_fraction);
+}
+
+TEST_CASE("async TP hides TP communication inside a training step", "[step][variants]") {
+  const StepResult r = run(step(64, "llama3_70b", R"("fsdp": 8, "tp": 8)", "", R"("baseline", "async_tp")"));
+  REQUIRE(r.runs.size() == 2);
+  CHECK(r.runs[1].exposed_comm.at("tp") < r.runs[0].exposed_comm.at("tp") / 2);
+  CHECK(r.runs[1].costs.forward < r.runs[0].costs.forward);
+}
+
+TEST_CASE("the same training step gives byte-identical results", "[step][determinism]") {
+  const std::string j = step(512, "llama3_70b", R"("fsdp": 32, "tp": 8, "pp": 2)", R"("microbatches": 2, "pp_schedule": "interleaved_1f1b")");
+  CHECK(step_result_json(run(j)).dump() == step_result_json(run(j)).dump());
+}
