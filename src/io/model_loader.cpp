@@ -43,11 +43,17 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
                             whole_model ? ", layers, vocab" : "");
     fail_at(path, msg);
   }
-  std::vector<std::string> keys = {"hidden", "ffn_hidden", "heads", "kv_heads", "head_dim"};
+  std::vector<std::string> keys = {"hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "ffn_activation"};
   if (whole_model) keys.insert(keys.end(), {"layers", "vocab"});
   const ObjectReader o(m, path, keys);
   ModelShape shape{"custom", model_dimension(o, "hidden"), model_dimension(o, "ffn_hidden"), model_dimension(o, "heads"),
                    model_dimension(o, "kv_heads"), model_dimension(o, "head_dim")};
+  if (o.has("ffn_activation")) {
+    const std::string act = o.string("ffn_activation");
+    if (act != "swiglu" && act != "gelu")
+      fail_at(o.child_path("ffn_activation"), fmt::format("unknown FFN activation \"{}\" (swiglu or gelu)", act));
+    shape.gated_ffn = act == "swiglu";
+  }
   if (whole_model) {
     shape.layers = model_dimension(o, "layers");
     if (shape.layers > kMaxLayers) fail_at(o.child_path("layers"), fmt::format("{} layers is more than the limit {}", shape.layers, kMaxLayers));

@@ -35,10 +35,17 @@ Tick exposed(const StepVariantRun& run, const std::string& dim) {
 std::string format_step_table(const StepResult& r) {
   const Scenario& s = r.scenario;
   const TrainingStepSpec& t = s.workload.step;
-  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer), {}, checkpoint {}, {} x {} microbatches\n",
+  const std::string pipeline =
+      t.mesh.size(MeshDim::pp) > 1
+          ? fmt::format(", {}{} with {} microbatches of {}", pipeline_schedule_name(t.schedule),
+                        t.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", t.virtual_stages) : "", t.microbatches,
+                        t.microbatch_sequences())
+          : t.microbatches > 1 ? fmt::format(", gradient accumulation over {} microbatches of {}", t.microbatches, t.microbatch_sequences())
+                               : "";
+  const std::string linears = t.linear_dtype ? fmt::format(", {} linears", dtype_name(*t.linear_dtype)) : "";
+  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer){}, checkpoint {}{}{}\n",
                                 s.name.empty() ? "scenario" : printable(s.name), t.model.name, t.seq_len, t.local_batch, mesh_text(t),
-                                pipeline_schedule_name(t.schedule), checkpointing_name(t.checkpoint), t.microbatches,
-                                t.microbatch_sequences());
+                                pipeline, checkpointing_name(t.checkpoint), linears, t.compile ? ", compiled" : "");
   out += fmt::format("{} GPUs x {}, {}; global batch {} tokens\n", s.gpus, s.hardware.name, dtype_name(s.dtype), t.global_tokens());
   out += fmt::format("{:<22} {:>10} {:>8} {:>12} {:>6} {:>9} {:>7}  {}\n", "variant", "step_ms", "speedup", "tokens/s/GPU", "MFU%",
                      "peak_GiB", "bubble%", "exposed ms: tp fsdp dp pp");

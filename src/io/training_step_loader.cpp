@@ -134,18 +134,32 @@ TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std
   const std::int64_t vs = w.positive_int_or("virtual_stages", t.schedule == PipelineSchedule::interleaved_1f1b ? 2 : 1);
   if (vs > 64) fail_at(w.child_path("virtual_stages"), fmt::format("{} is more than the limit 64", vs));
   t.virtual_stages = static_cast<int>(vs);
+  // Without a pipeline, microbatches are gradient accumulation when they divide the local
+  // batch; a schedule, virtual stages, or microbatches that do not divide it are pipeline
+  // settings with nothing to apply to (a note says so).
+  if (t.mesh.size(MeshDim::pp) == 1) {
+    if (w.has("pp_schedule") || w.has("virtual_stages") || t.local_batch % t.microbatches != 0) t.pipeline_settings_ignored = true;
+    if (t.local_batch % t.microbatches != 0) t.microbatches = 1;
+    t.virtual_stages = 1;
+    t.schedule = PipelineSchedule::one_f_one_b;
+  }
   t.grad_reduce_dtype = parse_choice(w, "grad_reduce_dtype", Dtype::fp32, {{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}});
-  // Accepted only where the model does what they say; the rest is refused, not ignored.
-  if (w.has("linear_dtype") && w.string("linear_dtype") != "bf16")
-    fail_at(w.child_path("linear_dtype"), "only \"bf16\" is modelled so far (fp8 linears with their scaling kernels are not yet)");
-  if (w.optional_bool("compile").value_or(false))
-    fail_at(w.child_path("compile"), "true is not modelled yet (element-wise chains run as separate kernels); use false");
+  if (w.has("linear_dtype")) {
+    const std::string ld = w.string("linear_dtype");
+    const auto d = parse_dtype(ld);
+    if (!d) fail_at(w.child_path("linear_dtype"), fmt::format("unknown dtype \"{}\" (bf16, fp16, fp32 or fp8)", ld));
+    t.linear_dtype = *d;
+  }
+  t.compile = w.optional_bool("compile").value_or(false);
   check_divisibility(t, w);
   return t;
 }
 
 std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, std::int64_t gpus, const HardwareSpec& hw) {
   std::vector<std::string> notes;
+  if (step.linear_dtype && !hw.computes(*step.linear_dtype))
+    fail_at("$.workload.linear_dtype", fmt::format("hardware {} has no {} math (its compute.peak_dense lacks it)", hw.name,
+                                                   dtype_name(*step.linear_dtype)));
   if (hw.memory.capacity_bytes <= 0)
     fail_at("$.hardware", fmt::format("{} does not give memory.capacity, which a training step's memory ledger needs", hw.name));
   const int per_node = hw.fabric.gpus_per_node;
@@ -157,6 +171,12 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
   if (tp > per_node)
     fail_at("$.workload.mesh.tp", fmt::format("tp {} is larger than a node of {} GPUs; a training step keeps each TP group inside a node", tp,
                                               per_node));
+  if (step.pipeline_settings_ignored)
+    notes.push_back(step.microbatches > 1
+                        ? fmt::format("pp is 1: pp_schedule and virtual_stages apply to a pipeline; the {} microbatches are gradient accumulation",
+                                      step.microbatches)
+                        : "pp is 1: microbatches (they do not divide the local batch), pp_schedule and virtual_stages apply to a "
+                          "pipeline; the local batch runs as one pass");
   notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of {}; simulated: one rank per pipeline stage (the mesh is symmetric)", gpus,
                               hw.name, nodes, per_node));
   return notes;

@@ -32,7 +32,12 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
   if (across && !hw.cluster.present()) throw std::logic_error("a group across nodes on hardware without a cluster network");
   best.tier = across ? LinkTier::nic : LinkTier::nvlink;
   const double nvlink = hw.fabric.nvlink.bytes_per_ps;
-  const double nic = across ? hw.cluster.nic.bytes_per_ps / (g.leaves > 1 ? hw.cluster.oversubscription : 1.0) : 0;
+  // A ring leaves a leaf unit once per pass through it: of the group's members in one unit,
+  // one sends across. Every group of the dimension runs at once, so a unit's uplinks carry
+  // 1 / (members per unit) of its GPUs' rate, and slow the ring only below that share.
+  const double members_per_leaf = static_cast<double>(g.ranks) / g.leaves;
+  const double uplink_share = g.leaves > 1 ? std::min(1.0, members_per_leaf / hw.cluster.oversubscription) : 1.0;
+  const double nic = across ? hw.cluster.nic.bytes_per_ps * uplink_share : 0;
   best.time = kTickMax;
   for (const NcclProtocol& p : hw.nccl.protocols) {
     const NetLatency* net = across ? hw.cluster.latency_for(p.name) : nullptr;

@@ -30,6 +30,8 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers) {
   sub.workload.seq_len = t.seq_len;
   sub.workload.pass = pass;
   sub.workload.layers = layers;
+  sub.workload.linear_dtype = t.linear_dtype;
+  sub.workload.compile = t.compile;
   return sub;
 }
 
@@ -69,10 +71,10 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     case Checkpointing::none: break;
     case Checkpointing::full: c.recompute = c.forward; break;
     case Checkpointing::selective:
-      // Norm outputs and SiLU*mul are recomputed (GEMM outputs kept): the same
-      // kernels as the layer's forward (strategies/layer.cpp).
+      // Norm outputs and the FFN activation are recomputed (GEMM outputs kept): the
+      // same kernels as the layer's forward (strategies/layer.cpp).
       c.recompute = elementwise_time(hw, {ElementwiseOp{rows * h * e, rows * h * e}, ElementwiseOp{rows * h * e, rows * h * e},
-                                          ElementwiseOp{2.0 * tokens * f * e, 1.0 * tokens * f * e}});
+                                          ElementwiseOp{t.model.ffn_up_projections() * tokens * f * e, 1.0 * tokens * f * e}});
       break;
   }
   // Embedding: a row gather forward, a scatter-add of the gradient backward (this rank's sequence shard).

@@ -17,10 +17,11 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
   // KV heads are replicated when there are fewer than TP ranks.
   const double kv = static_cast<double>(m.kv_width()) * std::max(1.0, tp / static_cast<double>(m.kv_heads)) ;
   const double tokens = static_cast<double>(t.microbatch_tokens());
+  const double up = m.ffn_up_projections();
   double per_token = 0;  // elements on one TP rank, times tp
   switch (mode) {
-    case Checkpointing::none: per_token = 4 * h + q + 2 * kv + q + 3 * f; break;
-    case Checkpointing::selective: per_token = 2 * h + q + 2 * kv + q + 2 * f; break;
+    case Checkpointing::none: per_token = 4 * h + q + 2 * kv + q + (up + 1) * f; break;  // up projections and the activation's output
+    case Checkpointing::selective: per_token = 2 * h + q + 2 * kv + q + up * f; break;
     case Checkpointing::full: per_token = h; break;
   }
   return tokens * per_token / tp * element_bytes;

@@ -28,33 +28,46 @@ class LayerBuilder {
     const std::int64_t g = sc.gpus;
     sh_ = {w.tokens, w.tokens / g, w.model.hidden, w.model.ffn_hidden / g, w.model.heads / g,
            std::max<std::int64_t>(1, w.model.kv_heads / g), w.model.head_dim, w.seq_len, double(dtype_bytes(sc.dtype))};
+    gated_ = w.model.gated_ffn;
   }
 
   void attention_forward() {
     const auto& x = sh_;
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
-    local("attention.norm", x.tr * x.h, x.tr * x.h);
+    norm("attention.norm", x.tr * x.h);
     gather("attention.qkv", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{x.t, kv, x.h}, {x.tr, kv, x.h}}, {{x.t, kv, x.h}, {x.tr, kv, x.h}}});
     attention(false);
     scatter("attention.out", x.tr * x.h, {{{x.t, x.h, q}, {x.tr, x.h, q}}});
-    local("attention.residual", 2 * x.tr * x.h, x.tr * x.h);
+    residual("attention.residual", x.tr * x.h);
   }
 
+  // SwiGLU: w1 and w3 up, SiLU(w1) * w3, w2 down. GELU (gated_ffn false): w1 up, GELU, w2 down.
   void ffn_forward() {
     const auto& x = sh_;
-    local("ffn.norm", x.tr * x.h, x.tr * x.h);
-    gather("ffn.w13", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.t, x.f, x.h}, {x.tr, x.f, x.h}}});
-    local("ffn.silu_mul", 2 * x.t * x.f, x.t * x.f);
+    norm("ffn.norm", x.tr * x.h);
+    if (gated_) {
+      gather("ffn.w13", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.t, x.f, x.h}, {x.tr, x.f, x.h}}});
+      local("ffn.silu_mul", 2 * x.t * x.f, x.t * x.f);
+    } else {
+      gather("ffn.w1", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}});
+      local("ffn.gelu", x.t * x.f, x.t * x.f);
+    }
     scatter("ffn.w2", x.tr * x.h, {{{x.t, x.h, x.f}, {x.tr, x.h, x.f}}});
-    local("ffn.residual", 2 * x.tr * x.h, x.tr * x.h);
+    residual("ffn.residual", x.tr * x.h);
   }
 
   void ffn_backward() {
     const auto& x = sh_;
     gather("ffn.w2.backward", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.f, x.h, x.t}, {x.f, x.h, x.tr}}});
-    local("ffn.silu_mul.backward", 3 * x.t * x.f, 2 * x.t * x.f);
-    scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}});
-    gather("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
+    if (gated_) {
+      local("ffn.silu_mul.backward", 3 * x.t * x.f, 2 * x.t * x.f);
+      scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}});
+      gather("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
+    } else {
+      local("ffn.gelu.backward", 2 * x.t * x.f, x.t * x.f);
+      scatter("ffn.w1.backward_input", x.tr * x.h, {{{x.t, x.h, x.f}, {x.tr, x.h, x.f}}});
+      gather("ffn.w1.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
+    }
     local("ffn.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
   }
 
@@ -71,15 +84,37 @@ class LayerBuilder {
 
  private:
   void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms) {
-    v_.gather(dag_, Region{prefix_ + name, sc_.gpus, sc_.dtype, shard_elems * sh_.e, std::move(gemms)});
+    cast_operands(name, gemms);
+    v_.gather(dag_, Region{prefix_ + name, sc_.gpus, linear_dtype(), shard_elems * sh_.e, std::move(gemms)});
   }
   void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms) {
-    v_.scatter(dag_, Region{prefix_ + name, sc_.gpus, sc_.dtype, chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction});
+    cast_operands(name, gemms);
+    v_.scatter(dag_, Region{prefix_ + name, sc_.gpus, linear_dtype(), chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction});
   }
   void local(const std::string& name, std::int64_t read_elems, std::int64_t write_elems) {
     for (int r = 0; r < sc_.gpus; ++r)
       dag_.add(r, kCompute, prefix_ + name, ElementwiseOp{read_elems * sh_.e, write_elems * sh_.e});
   }
+  Dtype linear_dtype() const { return sc_.workload.linear_dtype.value_or(sc_.dtype); }
+  // Linears in a narrower dtype than the activations (fp8 training, torchao dynamic
+  // scaling): each GEMM operand is scaled by its absolute maximum and cast before the
+  // GEMM: the shared input once, each weight (or gradient) once. Eager runs the amax
+  // reduction and the cast as two passes over the bf16 tensor; compiled code fuses them.
+  // The collectives stay in the activation dtype.
+  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms) {
+    if (linear_dtype() == sc_.dtype || gemms.empty()) return;
+    double elems = static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
+    for (const auto& g : gemms) elems += static_cast<double>(g.whole.n) * static_cast<double>(g.whole.k);
+    const double passes = sc_.workload.compile ? 1.0 : 2.0;
+    for (int r = 0; r < sc_.gpus; ++r)
+      dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{passes * elems * sh_.e, elems * dtype_bytes(linear_dtype())});
+  }
+  // compile fuses each residual add with the norm after it (one pass writing both);
+  // without it the norm reads the residual's output again.
+  void norm(const std::string& name, std::int64_t elems) {
+    if (!sc_.workload.compile) local(name, elems, elems);
+  }
+  void residual(const std::string& name, std::int64_t elems) { local(name, 2 * elems, (sc_.workload.compile ? 2 : 1) * elems); }
   void attention(bool backward) {
     const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype};
     for (int r = 0; r < sc_.gpus; ++r) dag_.add(r, kCompute, prefix_ + (backward ? "attention.core.backward" : "attention.core"), a);
@@ -90,6 +125,7 @@ class LayerBuilder {
   VariantBuilders v_;
   std::string prefix_;
   LayerShape sh_{};
+  bool gated_ = true;
 };
 
 }  // namespace

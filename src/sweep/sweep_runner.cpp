@@ -118,10 +118,13 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
 
   // Every point must make a valid scenario before anything runs or is written.
   HardwareCache cache;
+  const bool training = is_training_sweep(spec);
   std::size_t rows_per_point = 0;
   for (std::int64_t p : points) {
     try {
       const Scenario s = parse_scenario(spec.scenario_of(p), spec.base_dir, &cache);
+      if ((s.workload.op == "training_step") != training)
+        throw InputError("a sweep cannot mix training steps with other workloads (their results have different columns)");
       check_op_budget(s);
       if (rows_per_point == 0) rows_per_point = s.variants.size();
       if (s.variants.size() != rows_per_point)
@@ -184,8 +187,9 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
       }
       std::string rows;
       try {
-        const RunResult r = run_scenario(parse_scenario(spec.scenario_of(points[i]), spec.base_dir, &cache), false);
-        rows = sweep_csv_rows(spec, points[i], r, sweep_id);
+        const Scenario s = parse_scenario(spec.scenario_of(points[i]), spec.base_dir, &cache);
+        rows = training ? sweep_step_csv_rows(spec, points[i], run_training_step(s), sweep_id)
+                        : sweep_csv_rows(spec, points[i], run_scenario(s, false), sweep_id);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         failure = std::current_exception();

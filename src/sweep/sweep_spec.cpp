@@ -69,7 +69,12 @@ std::vector<std::string> sweepable_fields() {
   return {"name", "hardware", "gpus", "dtype", "variants", "workload.op", "workload.m", "workload.k", "workload.n",
           "workload.model", "workload.tokens", "workload.seq_len", "workload.pass", "workload.layers",
           "workload.model.hidden", "workload.model.ffn_hidden", "workload.model.heads", "workload.model.kv_heads",
-          "workload.model.head_dim", "software.symm_mem_reduction", "software.op_issue"};
+          "workload.model.head_dim", "software.symm_mem_reduction", "software.op_issue",
+          // training steps
+          "workload.local_batch", "workload.mesh", "workload.mesh.dp", "workload.mesh.fsdp", "workload.mesh.tp", "workload.mesh.pp",
+          "workload.mesh_order", "workload.activation_checkpoint", "workload.pp_schedule", "workload.microbatches",
+          "workload.virtual_stages", "workload.linear_dtype", "workload.compile", "workload.grad_reduce_dtype",
+          "workload.model.layers", "workload.model.vocab"};
 }
 
 std::int64_t SweepSpec::points() const {

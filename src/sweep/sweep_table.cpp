@@ -28,19 +28,48 @@ std::string md_cell(const std::string& s) {
 
 constexpr const char* kMetricColumns =
     "variant,makespan_us,speedup_vs_baseline,exposed_comm_us,sm_utilization,link_utilization,best_variant,sweep";
+// A training step's: time and speedup stay in the same places, so the Markdown table reads both.
+constexpr const char* kStepMetricColumns =
+    "variant,step_time_ms,speedup_vs_baseline,tokens_per_s_per_gpu,mfu,peak_memory_gib,oom,bubble_fraction,best_variant,sweep";
+
+std::string row_prefix(const SweepSpec& spec, std::int64_t point) {
+  std::vector<std::string> cells{std::to_string(point)};
+  for (const auto& v : spec.values_of(point)) cells.push_back(csv_field(value_text(v)));
+  return fmt::format("{}", fmt::join(cells, ","));
+}
 
 }  // namespace
+
+bool is_training_sweep(const SweepSpec& spec) {
+  return spec.base.is_object() && spec.base.contains("workload") && spec.base["workload"].is_object() &&
+         spec.base["workload"].contains("op") && spec.base["workload"]["op"] == "training_step";
+}
+
+std::string sweep_step_csv_rows(const SweepSpec& spec, std::int64_t point, const StepResult& result, const std::string& sweep_id) {
+  const std::string prefix = row_prefix(spec, point);
+  // The best variant is the fastest that fits in memory (the fastest of all when none fits).
+  const StepVariantRun* best = nullptr;
+  for (const auto& run : result.runs)
+    if (!best || (best->oom && !run.oom) || (best->oom == run.oom && run.sim.makespan < best->sim.makespan)) best = &run;
+  std::string out;
+  for (const auto& run : result.runs) {
+    const auto sp = result.speedup(run);
+    out += fmt::format("{},{},{:.3f},{},{:.1f},{:.4f},{:.2f},{},{:.4f},{},{}\n", prefix, run.variant,
+                       static_cast<double>(run.sim.makespan) * 1e-9, sp ? fmt::format("{:.4f}", *sp) : "", run.tokens_per_s_per_gpu,
+                       run.mfu, run.peak_memory_bytes / 1073741824.0, run.oom ? "true" : "false", run.bubble_fraction, best->variant,
+                       sweep_id);
+  }
+  return out;
+}
 
 std::string sweep_csv_header(const SweepSpec& spec) {
   std::vector<std::string> columns{"point"};
   for (const auto& a : spec.axes) columns.push_back(csv_field(a.field));
-  return fmt::format("{},{}\n", fmt::join(columns, ","), kMetricColumns);
+  return fmt::format("{},{}\n", fmt::join(columns, ","), is_training_sweep(spec) ? kStepMetricColumns : kMetricColumns);
 }
 
 std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunResult& result, const std::string& sweep_id) {
-  std::vector<std::string> cells{std::to_string(point)};
-  for (const auto& v : spec.values_of(point)) cells.push_back(csv_field(value_text(v)));
-  const std::string prefix = fmt::format("{}", fmt::join(cells, ","));
+  const std::string prefix = row_prefix(spec, point);
   const VariantRun* best = nullptr;
   for (const auto& run : result.runs)
     if (!best || run.metrics.makespan < best->metrics.makespan) best = &run;
@@ -114,7 +143,8 @@ std::string sweep_markdown(std::istream& csv) {
     if (!have_baseline || v != "baseline") shown.push_back(v);
   std::string out = "|";
   for (std::size_t a = 0; a < axes; ++a) out += " " + md_cell(header[1 + a]) + " |";
-  for (const auto& v : shown) out += fmt::format(" {} {} |", v, have_baseline ? "speedup" : "us");
+  const std::string unit = header[2 + axes] == "step_time_ms" ? "ms" : "us";
+  for (const auto& v : shown) out += fmt::format(" {} {} |", v, have_baseline ? "speedup" : unit);
   out += " best |\n|";
   for (std::size_t c = 0; c < axes + shown.size() + 1; ++c) out += "---|";
   out += "\n";

@@ -14,6 +14,7 @@
 #include "tpsim/hw/block_scheduler.hpp"
 #include "tpsim/hw/fabric.hpp"
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/step/training_step.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
 
 namespace {
@@ -153,6 +154,31 @@ void BM_Sweep10k(benchmark::State& state) {
   state.counters["points/s"] = benchmark::Counter(10000.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Sweep10k)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+// The training-step issue's yardsticks: Llama3-405B on 16,384 GPUs (TP 8, PP 16, FSDP 128,
+// interleaved 1F1B) and Llama3-70B on 256 GPUs (TP 8, FSDP 32), both async TP and baseline.
+void run_step(benchmark::State& state, const std::string& json) {
+  const tpsim::Scenario s = tpsim::parse_scenario(tpsim::Json::parse(json), "");
+  std::size_t tasks = 0;
+  for (auto _ : state) {
+    const auto r = tpsim::run_training_step(s);
+    tasks = r.runs.front().plan.program.tasks.size();
+  }
+  state.counters["tasks"] = static_cast<double>(tasks);
+}
+void BM_Step405b16k(benchmark::State& state) {
+  run_step(state, R"({"hardware": "h100_sxm", "gpus": 16384, "dtype": "bf16", "variants": ["baseline", "async_tp"],
+      "workload": {"op": "training_step", "model": "llama3_405b", "seq_len": 8192, "local_batch": 16,
+                   "mesh": {"tp": 8, "pp": 16, "fsdp": 128}, "mesh_order": ["tp", "pp", "fsdp"],
+                   "pp_schedule": "interleaved_1f1b", "virtual_stages": 2, "microbatches": 16}})");
+}
+void BM_Step70b256(benchmark::State& state) {
+  run_step(state, R"({"hardware": "h100_sxm", "gpus": 256, "dtype": "bf16", "variants": ["baseline", "async_tp"],
+      "workload": {"op": "training_step", "model": "llama3_70b", "seq_len": 8192, "local_batch": 2,
+                   "mesh": {"tp": 8, "fsdp": 32}, "activation_checkpoint": "full"}})");
+}
+BENCHMARK(BM_Step405b16k)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Step70b256)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -45,7 +45,7 @@ TEST_CASE("bad meshes and schedules are one line naming the JSON path", "[step][
         std::string::npos);
   CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp"])")).find("does not place \"fsdp\"") !=
         std::string::npos);
-  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8")")).find("$.workload.linear_dtype") !=
+  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "int4")")).find("$.workload.linear_dtype") !=
         std::string::npos);
   CHECK(error_of(step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)")).find("$.workload.mesh.tp") != std::string::npos);
   // Across nodes a cluster network is needed: h100_pcie describes none.
@@ -148,4 +148,45 @@ TEST_CASE("async TP hides TP communication inside a training step", "[step][vari
 TEST_CASE("the same training step gives byte-identical results", "[step][determinism]") {
   const std::string j = step(512, "llama3_70b", R"("fsdp": 32, "tp": 8, "pp": 2)", R"("microbatches": 2, "pp_schedule": "interleaved_1f1b")");
   CHECK(step_result_json(run(j)).dump() == step_result_json(run(j)).dump());
+}
+
+TEST_CASE("fp8 linears run their GEMMs faster and pay for the casts they add", "[step][fp8]") {
+  const StepResult bf16 = run(step(64, "llama3_70b", R"("fsdp": 8, "tp": 8)"));
+  const StepResult fp8 = run(step(64, "llama3_70b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8")"));
+  CHECK(fp8.runs[0].costs.forward < bf16.runs[0].costs.forward);
+  // Attention, norms and communication stay: far from the 2x of the GEMMs alone.
+  CHECK(fp8.runs[0].costs.forward > 0.5 * bf16.runs[0].costs.forward);
+  // Fusing the amax pass into the cast halves the cast traffic.
+  const StepResult fused = run(step(64, "llama3_70b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8", "compile": true)"));
+  CHECK(fused.runs[0].costs.forward < fp8.runs[0].costs.forward);
+  // A100 has no fp8 math.
+  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8")", R"("baseline")", "a100_sxm"))
+            .find("$.workload.linear_dtype") != std::string::npos);
+}
+
+TEST_CASE("compile fuses each residual add with the next norm: fewer passes, same FLOPs", "[step][compile]") {
+  const StepResult eager = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)"));
+  const StepResult compiled = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("compile": true)"));
+  CHECK(compiled.runs[0].costs.forward < eager.runs[0].costs.forward);
+  CHECK(compiled.model_flops == eager.model_flops);
+}
+
+TEST_CASE("without a pipeline, microbatches and a schedule are noted and not applied", "[step][input]") {
+  const Scenario s = parse_scenario(Json::parse(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("microbatches": 16)")), "");
+  CHECK(s.workload.step.microbatches == 1);
+  bool noted = false;
+  for (const auto& n : s.notes) noted |= n.find("microbatches") != std::string::npos;
+  CHECK(noted);
+}
+
+TEST_CASE("a GELU model has two FFN matrices where SwiGLU has three", "[step][model]") {
+  const std::string gelu = R"({"hardware": "a100_sxm", "gpus": 8, "dtype": "fp16",
+      "workload": {"op": "training_step", "seq_len": 2048, "local_batch": 1, "mesh": {"tp": 8},
+                   "model": {"hidden": 4096, "ffn_hidden": 16384, "heads": 32, "kv_heads": 32, "head_dim": 128,
+                             "layers": 4, "vocab": 51200, "ffn_activation": "gelu"}}, "variants": ["baseline"]})";
+  const Scenario s = parse_scenario(Json::parse(gelu), "");
+  const double h = 4096, f = 16384;
+  CHECK(s.workload.step.model.layer_params() == Approx(4 * h * h + 2 * h * f + 2 * h));
+  const StepResult r = run_training_step(s);
+  CHECK(r.runs[0].sim.makespan > 0);
 }

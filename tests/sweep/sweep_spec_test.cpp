@@ -1,8 +1,10 @@
 #include "support/catch.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "tpsim/sweep/sweep_spec.hpp"
+#include "tpsim/io/scenario.hpp"
 #include "tpsim/sweep/sweep_table.hpp"
 
 using namespace tpsim;
@@ -94,4 +96,20 @@ TEST_CASE("The Markdown table shows speedups per variant and marks the best", "[
   CHECK_THAT(md, Catch::Matchers::Contains("| workload.m | async_tp speedup | best |"));
   CHECK_THAT(md, Catch::Matchers::Contains("| 1024 | 0.6667x | baseline |"));
   CHECK_THAT(md, Catch::Matchers::Contains("| 2048 | **2.0000x** | async_tp |"));
+}
+
+TEST_CASE("A sweep over training steps has step columns and may sweep the mesh", "[sweep][step]") {
+  const std::string text = R"({"base": {"hardware": "h100_sxm", "gpus": 64, "dtype": "bf16",
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 4096, "local_batch": 4, "mesh": {"fsdp": 8, "tp": 8},
+                   "microbatches": 4}, "variants": ["baseline", "async_tp"]},
+      "axes": {"workload.mesh": [{"fsdp": 8, "tp": 8}, {"fsdp": 4, "tp": 8, "pp": 2}]}})";
+  const SweepSpec spec = parse_sweep(text, "");
+  REQUIRE(is_training_sweep(spec));
+  CHECK(sweep_csv_header(spec).find("step_time_ms,speedup_vs_baseline,tokens_per_s_per_gpu,mfu,peak_memory_gib,oom") !=
+        std::string::npos);
+  const Scenario s = parse_scenario(spec.scenario_of(1), "");
+  CHECK(s.workload.step.mesh.size(MeshDim::pp) == 2);
+  const std::string rows = sweep_step_csv_rows(spec, 1, run_training_step(s), "id");
+  CHECK(std::count(rows.begin(), rows.end(), '\n') == 2);
+  CHECK(rows.find(",async_tp,") != std::string::npos);
 }

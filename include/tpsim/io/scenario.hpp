@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct Workload {
   std::int64_t seq_len = 0;
   Pass pass = Pass::forward;
   int layers = 1;
+  std::optional<Dtype> linear_dtype;  // GEMMs of the linears, when not the scenario's dtype (fp8 training)
+  bool compile = false;               // torch.compile: residual adds fused with the next norm, casts fused
   TrainingStepSpec step;  // training_step only
   std::int64_t n_total() const {
     std::int64_t t = 0;

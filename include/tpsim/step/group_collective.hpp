@@ -4,7 +4,8 @@
 // an all-reduce across nodes) and protocol, latency + bytes / bus bandwidth, and
 // NCCL's choice is the fastest. Inside a node the bus bandwidth is the NVLink port;
 // across nodes a ring's node boundary is crossed by the NICs of the group's members
-// in that node (one per GPU), divided by the oversubscription between leaf units.
+// in that node (one per GPU); between leaf units, the oversubscribed uplinks carry the
+// hops that leave a unit (one per pass of the ring through it).
 // Used for the collectives a training step adds around the TP group (FSDP, DP, PP),
 // which are charged as whole operations, not block by block.
 #include <string>

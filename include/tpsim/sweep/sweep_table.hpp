@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tpsim/app/run_scenario.hpp"
+#include "tpsim/step/training_step.hpp"
 #include "tpsim/sweep/sweep_spec.hpp"
 
 namespace tpsim {
@@ -17,6 +18,10 @@ namespace tpsim {
 std::string sweep_csv_header(const SweepSpec& spec);
 // The CSV lines of one simulated point (each ending in '\n').
 std::string sweep_csv_rows(const SweepSpec& spec, std::int64_t point, const RunResult& result, const std::string& sweep_id);
+
+// A sweep over training steps (its base is a training_step) has its own metric columns.
+bool is_training_sweep(const SweepSpec& spec);
+std::string sweep_step_csv_rows(const SweepSpec& spec, std::int64_t point, const StepResult& result, const std::string& sweep_id);
 
 // Splits one CSV line (RFC 4180 quoting). Returns false on a malformed line.
 bool split_csv_line(const std::string& line, std::vector<std::string>& fields);

@@ -39,9 +39,12 @@ struct TrainingStepSpec {
   MeshShape mesh;
   Checkpointing checkpoint = Checkpointing::none;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
-  int microbatches = 1;     // the local batch in this many pieces (pipeline microbatches or gradient accumulation)
+  int microbatches = 1;     // pipeline microbatches the local batch is cut into (1 without a pipeline)
   int virtual_stages = 1;   // model chunks per pipeline rank (interleaved 1F1B)
   Dtype grad_reduce_dtype = Dtype::fp32;  // FSDP2 / DDP gradient reduction (torchtitan's default: fp32)
+  std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
+  bool compile = false;                   // torch.compile: element-wise chains fused
+  bool pipeline_settings_ignored = false; // microbatches or a schedule given without a pipeline
 
   std::int64_t microbatch_sequences() const { return local_batch / microbatches; }
   std::int64_t microbatch_tokens() const { return microbatch_sequences() * seq_len; }
