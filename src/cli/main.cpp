@@ -29,6 +29,7 @@
 #include "tpsim/io/printable.hpp"
 #include "tpsim/io/result_writers.hpp"
 #include "tpsim/io/step_result_writers.hpp"
+#include "tpsim/io/step_trace.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
 #include "write_file.hpp"
@@ -47,16 +48,19 @@ struct TraceRequest {
   std::string file, ranks, detail = "full";
 };
 
-int training_step_command(const tpsim::Scenario& s, const std::string& trace_file, const std::string& json_file) {
-  if (!trace_file.empty())
-    throw tpsim::InputError("--trace: a training step has no trace yet (its per-stage timeline is in the result JSON's \"stages\")");
+int training_step_command(const tpsim::Scenario& s, const TraceRequest& trace, const std::string& json_file) {
+  const std::string& trace_file = trace.file;
+  if (!trace.ranks.empty())
+    throw tpsim::InputError("--trace-ranks: a training step's trace has one simulated rank per pipeline stage; trace them all");
   const tpsim::StepResult r = tpsim::run_training_step(s);
+  if (!trace_file.empty()) tpsim::write_step_trace_file(trace_file, r);
   const std::string json = tpsim::step_result_json(r).dump(2) + "\n";
   if (json_file == "-") {
     std::cout << json;
   } else {
     if (!json_file.empty()) write_file(json_file, json);
     std::cout << tpsim::format_step_table(r);
+    if (!trace_file.empty()) std::cout << fmt::format("trace: {} (open in https://ui.perfetto.dev)\n", trace_file);
   }
   for (const auto& run : r.runs)
     if (run.oom) std::cerr << fmt::format("tpsim: {}: out of memory on pipeline stage {} (see the table)\n", run.variant, run.peak_stage);
@@ -68,7 +72,7 @@ int run_command(const std::string& scenario_file, const TraceRequest& trace, con
   check_outputs({trace_file, json_file});
   const tpsim::Scenario s = tpsim::load_scenario_file(scenario_file);
   for (const std::string& note : s.notes) std::cerr << "tpsim: note: " << note << "\n";
-  if (s.workload.op == "training_step") return training_step_command(s, trace_file, json_file);
+  if (s.workload.op == "training_step") return training_step_command(s, trace, json_file);
   tpsim::TraceOptions trace_options;
   trace_options.detail = trace.detail == "ops" ? tpsim::TraceDetail::ops : tpsim::TraceDetail::full;
   if (!trace.ranks.empty()) trace_options.ranks = tpsim::parse_trace_ranks(trace.ranks, s.gpus);

@@ -16,6 +16,7 @@ struct Charge {
   Tick work = 0;
   LinkTier tier = LinkTier::nvlink;
   int sms = 0;
+  double wire_bytes = 0;
 };
 
 class ProgramBuilder {
@@ -68,7 +69,7 @@ class ProgramBuilder {
   Charge price(const std::string& dim, const std::string& op, GroupOp kind, double bytes, const GroupLayout& g) {
     StepCollective sc{dim, op, bytes, group_collective_cost(kind, bytes, g, hw_), 0};
     plan_.collectives.push_back(sc);
-    return {sc.cost.time, sc.cost.tier, sc.cost.channels};
+    return {sc.cost.time, sc.cost.tier, sc.cost.channels, sc.cost.wire_bytes};
   }
 
   void price_collectives() {
@@ -105,6 +106,7 @@ class ProgramBuilder {
     task.communication = true;
     task.tier = ch.tier;
     task.sms = ch.sms;
+    task.wire_bytes = ch.wire_bytes;
     task.deps = std::move(deps);
     return plan_.program.add(std::move(task));
   }
@@ -203,7 +205,9 @@ class ProgramBuilder {
     return p;
   }
 
-  static Charge add(const Charge& a, const Charge& b) { return {a.work + b.work, a.tier, std::max(a.sms, b.sms)}; }
+  static Charge add(const Charge& a, const Charge& b) {
+    return {a.work + b.work, a.tier, std::max(a.sms, b.sms), a.wire_bytes + b.wire_bytes};
+  }
   static std::int64_t key(int chunk, int mb, bool forward) { return (static_cast<std::int64_t>(chunk) << 33) | (std::int64_t{mb} << 1) | forward; }
 
   const TrainingStepSpec& t_;

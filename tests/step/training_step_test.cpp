@@ -1,10 +1,13 @@
 #include "support/catch.hpp"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/io/step_result_writers.hpp"
+#include "tpsim/io/step_trace.hpp"
 #include "tpsim/step/training_step.hpp"
 
 using namespace tpsim;
@@ -189,4 +192,27 @@ TEST_CASE("a GELU model has two FFN matrices where SwiGLU has three", "[step][mo
   CHECK(s.workload.step.model.layer_params() == Approx(4 * h * h + 2 * h * f + 2 * h));
   const StepResult r = run_training_step(s);
   CHECK(r.runs[0].sim.makespan > 0);
+}
+
+TEST_CASE("the step's trace names every collective by its mesh dimension, per stage and stream", "[step][trace]") {
+  const StepResult r = run(step(64, "llama3_8b", R"("pp": 2, "tp": 8, "fsdp": 2, "dp": 2)", R"("microbatches": 2)"));
+  const Json trace = step_trace(r);
+  std::map<std::string, int> by_cat;
+  bool nic_counter = false;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++by_cat[e["cat"].get<std::string>()];
+      const std::string name = e["name"];
+      if (e["cat"] != "compute") CHECK(name.starts_with(e["cat"].get<std::string>() + "."));
+      CHECK(e["dur"].get<double>() >= 0);
+    }
+    if (e["ph"] == "C" && e["args"]["NIC"].get<double>() > 0) nic_counter = true;
+  }
+  CHECK(by_cat["compute"] > 0);
+  CHECK(by_cat["fsdp"] > 0);
+  CHECK(by_cat["dp"] > 0);
+  CHECK(by_cat["pp"] > 0);
+  CHECK(nic_counter);
+  std::size_t tasks = r.runs[0].plan.program.tasks.size();
+  CHECK(static_cast<std::size_t>(by_cat["compute"] + by_cat["fsdp"] + by_cat["dp"] + by_cat["pp"]) == tasks);
 }

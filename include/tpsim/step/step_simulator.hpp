@@ -29,6 +29,7 @@ struct StepTask {
   bool communication = false;
   LinkTier tier = LinkTier::nvlink;
   int sms = 0;            // SMs a communication kernel holds while it runs
+  double wire_bytes = 0;  // bytes a communication task sends (for the trace's link counters)
   double activation_bytes = 0;  // added to the stage's live activations when it ends (negative: freed)
   std::vector<int> deps;  // tasks (any stage) that must end first
 };

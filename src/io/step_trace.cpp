@@ -1,0 +1,95 @@
+#include "tpsim/io/step_trace.hpp"
+
+#include <array>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace tpsim {
+
+namespace {
+
+double ts(Tick t) { return std::round(static_cast<double>(t) / 1e3) / 1e3; }  // us, ns resolution
+
+Json other_data(const StepResult& r) {
+  const Scenario& s = r.scenario;
+  return Json{{"scenario", s.name}, {"hardware", s.hardware.name}, {"gpus", s.gpus}, {"workload", s.workload_json},
+              {"note", "one simulated rank per pipeline stage: every rank of a stage does the same at the same time"}};
+}
+
+// Bytes per second on each link tier of one rank, as a step function over the step.
+void traffic_counters(const StepVariantRun& run, int stage, int pid, const std::function<void(const Json&)>& emit) {
+  std::map<Tick, std::array<double, 2>> change;  // time -> rate delta per tier (bytes/ps)
+  const auto& tasks = run.plan.program.tasks;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const StepTask& t = tasks[i];
+    const TaskTime& tt = run.sim.times[i];
+    if (t.stage != stage || !t.communication || tt.end <= tt.start || t.wire_bytes <= 0) continue;
+    const double rate = t.wire_bytes / static_cast<double>(tt.end - tt.start);
+    change[tt.start][static_cast<int>(t.tier)] += rate;
+    change[tt.end][static_cast<int>(t.tier)] -= rate;
+  }
+  std::array<double, 2> now{0, 0};
+  for (const auto& [time, delta] : change) {
+    for (int k = 0; k < 2; ++k) now[static_cast<std::size_t>(k)] = std::max(0.0, now[static_cast<std::size_t>(k)] + delta[static_cast<std::size_t>(k)]);
+    emit({{"ph", "C"}, {"pid", pid}, {"name", "link traffic (GB/s)"}, {"ts", ts(time)},
+          {"args", {{"NVLink", std::round(now[0] * 1e3 * 10) / 10}, {"NIC", std::round(now[1] * 1e3 * 10) / 10}}}});
+  }
+}
+
+void build(const StepResult& r, const std::function<void(const Json&)>& emit) {
+  int pid = 0;
+  for (const auto& run : r.runs) {
+    const auto& tasks = run.plan.program.tasks;
+    for (int stage = 0; stage < run.plan.program.stages; ++stage, ++pid) {
+      emit({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
+            {"args", {{"name", fmt::format("{} / pipeline stage {}", run.variant, stage)}}}});
+      for (int s = 0; s < kStepStreams; ++s)
+        emit({{"ph", "M"}, {"pid", pid}, {"tid", s + 1}, {"name", "thread_name"},
+              {"args", {{"name", std::string(step_stream_name(static_cast<StepStream>(s)))}}}});
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const StepTask& t = tasks[i];
+        if (t.stage != stage) continue;
+        const TaskTime& tt = run.sim.times[i];
+        Json args{{"alone_us", ts(t.work)}};
+        if (t.communication) {
+          args["dim"] = t.dim;
+          args["link"] = std::string(link_tier_name(t.tier));
+          args["sms"] = t.sms;
+          args["wire_bytes"] = t.wire_bytes;
+        }
+        emit({{"ph", "X"}, {"pid", pid}, {"tid", static_cast<int>(t.stream) + 1}, {"name", t.name},
+              {"cat", t.communication ? t.dim : "compute"}, {"ts", ts(tt.start)}, {"dur", ts(tt.end) - ts(tt.start)}, {"args", args}});
+      }
+      traffic_counters(run, stage, pid, emit);
+    }
+  }
+}
+
+}  // namespace
+
+Json step_trace(const StepResult& r) {
+  Json events = Json::array();
+  build(r, [&](const Json& e) { events.push_back(e); });
+  return Json{{"displayTimeUnit", "ns"}, {"otherData", other_data(r)}, {"traceEvents", events}};
+}
+
+void write_step_trace(const StepResult& r, OutputStream& out) {
+  out.write(R"({"displayTimeUnit":"ns","otherData":)" + other_data(r).dump() + R"(,"traceEvents":[)");
+  bool first = true;
+  build(r, [&](const Json& e) {
+    out.write(first ? e.dump() : "," + e.dump());
+    first = false;
+  });
+  out.write("]}\n");
+}
+
+void write_step_trace_file(const std::string& path, const StepResult& r) {
+  OutputStream out(path);
+  write_step_trace(r, out);
+  out.commit();
+}
+
+}  // namespace tpsim
