@@ -30,6 +30,7 @@
 #include "tpsim/io/result_writers.hpp"
 #include "tpsim/io/step_result_writers.hpp"
 #include "tpsim/io/step_trace.hpp"
+#include "tpsim/step/advise.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
 #include "write_file.hpp"
@@ -64,6 +65,28 @@ int training_step_command(const tpsim::Scenario& s, const TraceRequest& trace, c
   }
   for (const auto& run : r.runs)
     if (run.oom) std::cerr << fmt::format("tpsim: {}: out of memory on pipeline stage {} (see the table)\n", run.variant, run.peak_stage);
+  return 0;
+}
+
+int advise_command(const std::string& scenario_file, int top, const std::string& json_file) {
+  check_outputs({json_file});
+  const tpsim::Json doc = tpsim::read_json_file(scenario_file);
+  const std::string dir = std::filesystem::path(scenario_file).parent_path().string();
+  tpsim::Advice a;
+  tpsim::Scenario base;
+  try {
+    base = tpsim::parse_scenario(doc, dir);
+    a = tpsim::advise(doc, dir);
+  } catch (const tpsim::InputError& e) {
+    throw tpsim::InputError(fmt::format("{}: {}", scenario_file, e.what()));
+  }
+  const std::string json = tpsim::advice_json(a, top).dump(2) + "\n";
+  if (json_file == "-") {
+    std::cout << json;
+  } else {
+    if (!json_file.empty()) write_file(json_file, json);
+    std::cout << tpsim::format_advice(a, base, top);
+  }
   return 0;
 }
 
@@ -172,6 +195,12 @@ int main(int argc, char** argv) {
   run->add_option("--trace-detail", trace.detail, "full (ops, SM and NVLink counters, dependency arrows) or ops")
       ->check(CLI::IsMember({"full", "ops"}));
   run->add_option("--json", json, "write the result JSON to FILE, or - for stdout (replaces the table)");
+  auto* advise = app.add_subcommand("advise", "rank the meshes, schedules and checkpointing that fit a training step's model, GPUs and batch");
+  std::string advise_scenario, advise_json;
+  int advise_top = 10;
+  advise->add_option("scenario", advise_scenario, "training_step scenario JSON file (its model, GPUs, hardware and global batch)")->required();
+  advise->add_option("--top", advise_top, "how many to show (default 10)")->check(CLI::Range(1, 100000));
+  advise->add_option("--json", advise_json, "write the ranking as JSON to FILE, or - for stdout (replaces the table)");
   auto* hardware = app.add_subcommand("hardware", "list the shipped hardware models, or show one");
   hardware->require_subcommand(1);
   auto* hw_list = hardware->add_subcommand("list", "one line per model in models/");
@@ -249,6 +278,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run) return run_command(scenario, trace, json);
+    if (*advise) return advise_command(advise_scenario, advise_top, advise_json);
     if (*sweep) return sweep_command(sweep_file, shard, sweep_opts);
     if (*calibrate) {
       std::string item;

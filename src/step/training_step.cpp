@@ -16,47 +16,51 @@ double model_flops_per_token(const TrainingStepSpec& t) {
   return 6.0 * weights + attention;
 }
 
+StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, const LayerCosts& costs) {
+  const TrainingStepSpec& t = s.workload.step;
+  const double e = dtype_bytes(s.dtype);
+  StepVariantRun run;
+  run.variant = variant;
+  run.costs = costs;
+  run.plan = plan_step(t, run.costs, s.hardware, s.dtype);
+  run.sim = simulate_step(run.plan.program);
+  const int stages = t.mesh.size(MeshDim::pp);
+  for (int r = 0; r < stages; ++r) {
+    StageMemoryInput in;
+    in.params = run.plan.stage_params[static_cast<std::size_t>(r)];
+    in.largest_layer_params = t.model.layer_params();
+    in.peak_activations = run.sim.stages[static_cast<std::size_t>(r)].peak_activation_bytes;
+    in.last_stage = r == run.plan.last_stage;
+    run.memory.push_back(stage_memory(t, in, s.hardware, e));
+    if (run.memory.back().total() > run.peak_memory_bytes) run.peak_memory_bytes = run.memory.back().total(), run.peak_stage = r;
+  }
+  run.oom = run.peak_memory_bytes > s.hardware.memory.capacity_bytes;
+  const double seconds = static_cast<double>(run.sim.makespan) * 1e-12;
+  run.tokens_per_s_per_gpu = static_cast<double>(t.global_tokens()) / seconds / s.gpus;
+  run.mfu = model_flops_per_token(t) * static_cast<double>(t.global_tokens()) / seconds / s.gpus /
+            (s.hardware.peak_flops_per_ps[static_cast<int>(s.dtype)] * 1e12);
+  // Compute-stream waits per stage, by what they waited for.
+  std::map<std::string, double> exposed;
+  for (const auto& st : run.sim.stages)
+    for (const auto& [cause, idle] : st.idle_by_cause) exposed[cause] += static_cast<double>(idle) / stages;
+  if (stages > 1) run.bubble_fraction = exposed["pp"] / static_cast<double>(run.sim.makespan);
+  for (const auto& [cause, idle] : exposed) run.exposed_comm[cause] = static_cast<Tick>(idle);
+  // TP communication is exposed inside every layer pass (the block-level simulation's own figure).
+  double passes_f = 0, passes_b = 0;
+  for (const auto& task : run.plan.program.tasks) {
+    if (task.communication) continue;
+    if (task.name.find(".forward.") != std::string::npos) passes_f += 1.0 / stages;
+    if (task.name.find(".backward.") != std::string::npos) passes_b += 1.0 / stages;
+  }
+  run.exposed_comm["tp"] = static_cast<Tick>(passes_f * static_cast<double>(run.costs.forward_exposed_comm) +
+                                              passes_b * static_cast<double>(run.costs.backward_exposed_comm));
+  return run;
+}
+
 StepResult run_training_step(const Scenario& s) {
   const TrainingStepSpec& t = s.workload.step;
   StepResult result{s, model_flops_per_token(t) * static_cast<double>(t.global_tokens()), {}};
-  const double e = dtype_bytes(s.dtype);
-  for (const std::string& v : s.variants) {
-    StepVariantRun run;
-    run.variant = v;
-    run.costs = simulate_layer_costs(s, v);
-    run.plan = plan_step(t, run.costs, s.hardware, s.dtype);
-    run.sim = simulate_step(run.plan.program);
-    const int stages = t.mesh.size(MeshDim::pp);
-    for (int r = 0; r < stages; ++r) {
-      StageMemoryInput in;
-      in.params = run.plan.stage_params[static_cast<std::size_t>(r)];
-      in.largest_layer_params = t.model.layer_params();
-      in.peak_activations = run.sim.stages[static_cast<std::size_t>(r)].peak_activation_bytes;
-      in.last_stage = r == run.plan.last_stage;
-      run.memory.push_back(stage_memory(t, in, s.hardware, e));
-      if (run.memory.back().total() > run.peak_memory_bytes) run.peak_memory_bytes = run.memory.back().total(), run.peak_stage = r;
-    }
-    run.oom = run.peak_memory_bytes > s.hardware.memory.capacity_bytes;
-    const double seconds = static_cast<double>(run.sim.makespan) * 1e-12;
-    run.tokens_per_s_per_gpu = static_cast<double>(t.global_tokens()) / seconds / s.gpus;
-    run.mfu = result.model_flops / seconds / s.gpus / (s.hardware.peak_flops_per_ps[static_cast<int>(s.dtype)] * 1e12);
-    // TP communication inside the layers is exposed per layer pass; the rest per stage from the step.
-    std::map<std::string, double> exposed;
-    for (const auto& st : run.sim.stages)
-      for (const auto& [cause, idle] : st.idle_by_cause) exposed[cause] += static_cast<double>(idle) / stages;
-    if (stages > 1) run.bubble_fraction = exposed["pp"] / static_cast<double>(run.sim.makespan);
-    for (const auto& [cause, idle] : exposed) run.exposed_comm[cause] = static_cast<Tick>(idle);
-    // TP communication is exposed inside every layer pass (the block-level simulation's own figure).
-    double passes_f = 0, passes_b = 0;
-    for (const auto& task : run.plan.program.tasks) {
-      if (task.communication) continue;
-      if (task.name.find(".forward.") != std::string::npos) passes_f += 1.0 / stages;
-      if (task.name.find(".backward.") != std::string::npos) passes_b += 1.0 / stages;
-    }
-    run.exposed_comm["tp"] = static_cast<Tick>(passes_f * static_cast<double>(run.costs.forward_exposed_comm) +
-                                                passes_b * static_cast<double>(run.costs.backward_exposed_comm));
-    result.runs.push_back(std::move(run));
-  }
+  for (const std::string& v : s.variants) result.runs.push_back(run_step_variant(s, v, simulate_layer_costs(s, v)));
   return result;
 }
 

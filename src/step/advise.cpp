@@ -1,0 +1,162 @@
+#include "tpsim/step/advise.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "tpsim/io/input_error.hpp"
+#include "tpsim/io/scenario.hpp"
+
+namespace tpsim {
+
+namespace {
+
+std::vector<int> powers_of_two_up_to(std::int64_t n) {
+  std::vector<int> out;
+  for (std::int64_t p = 1; p <= n; p *= 2) out.push_back(static_cast<int>(p));
+  return out;
+}
+
+struct Layout {
+  int tp, pp, fsdp, dp;
+};
+
+std::vector<Layout> layouts(int gpus, int per_node, std::int64_t layers) {
+  std::vector<Layout> out;
+  for (int tp : powers_of_two_up_to(std::min(gpus, per_node))) {
+    if (gpus % tp != 0) continue;
+    for (int pp : powers_of_two_up_to(std::min<std::int64_t>(gpus / tp, layers))) {
+      if ((gpus / tp) % pp != 0) continue;
+      const int data = gpus / tp / pp;
+      // FSDP over all data ranks, plain DP, and HSDP with FSDP over 8 ranks (a node's worth of groups).
+      std::vector<std::pair<int, int>> splits = {{data, 1}};
+      if (data > 1) splits.push_back({1, data});
+      if (data > 8 && data % 8 == 0) splits.push_back({8, data / 8});
+      for (auto [fsdp, dp] : splits) out.push_back({tp, pp, fsdp, dp});
+    }
+  }
+  return out;
+}
+
+std::string mesh_text(const Layout& l) {
+  std::vector<std::string> parts;
+  if (l.tp > 1) parts.push_back(fmt::format("tp{}", l.tp));
+  if (l.fsdp > 1) parts.push_back(fmt::format("fsdp{}", l.fsdp));
+  if (l.dp > 1) parts.push_back(fmt::format("dp{}", l.dp));
+  if (l.pp > 1) parts.push_back(fmt::format("pp{}", l.pp));
+  return parts.empty() ? "one GPU" : fmt::format("{}", fmt::join(parts, " x "));
+}
+
+}  // namespace
+
+Advice advise(const Json& scenario_json, const std::string& base_dir) {
+  HardwareCache cache;
+  const Scenario base = parse_scenario(scenario_json, base_dir, &cache);
+  if (base.workload.op != "training_step") throw InputError("$.workload.op: advise ranks meshes for a training_step");
+  const TrainingStepSpec& t = base.workload.step;
+  const std::int64_t sequences = t.local_batch * t.data_parallel();
+  Advice advice;
+  std::map<std::string, LayerCosts> costs;  // by what a layer's cost depends on
+  for (const Layout& l : layouts(base.gpus, base.hardware.fabric.gpus_per_node, t.model.layers)) {
+    const int data = l.fsdp * l.dp;
+    if (sequences % data != 0) continue;
+    const std::int64_t local = sequences / data;
+    for (const char* ck : {"none", "selective", "full"}) {
+      std::vector<Json> schedules;
+      if (l.pp == 1) {
+        schedules.push_back(Json::object());
+      } else {
+        if (local >= l.pp) schedules.push_back({{"pp_schedule", "1f1b"}, {"microbatches", local}});
+        if (local % l.pp == 0 && t.model.layers >= 2 * l.pp)
+          schedules.push_back({{"pp_schedule", "interleaved_1f1b"}, {"virtual_stages", 2}, {"microbatches", local}});
+      }
+      for (const Json& sched : schedules) {
+        Json doc = scenario_json;
+        Json& w = doc["workload"];
+        w["mesh"] = Json{{"tp", l.tp}, {"pp", l.pp}, {"fsdp", l.fsdp}, {"dp", l.dp}};
+        w.erase("mesh_order");
+        w.erase("pp_schedule");
+        w.erase("virtual_stages");
+        w.erase("microbatches");
+        w["local_batch"] = local;
+        w["activation_checkpoint"] = ck;
+        for (const auto& [k, v] : sched.items()) w[k] = v;
+        ++advice.candidates;
+        Scenario s;
+        try {
+          s = parse_scenario(doc, base_dir, &cache);
+        } catch (const InputError&) {
+          ++advice.invalid;  // heads, layers or the batch do not divide this way
+          continue;
+        }
+        const TrainingStepSpec& c = s.workload.step;
+        for (const std::string& v : s.variants) {
+          const std::string key = fmt::format("{}/{}/{}/{}/{}/{}", l.tp, c.microbatch_tokens(), ck, v,
+                                              c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile);
+          auto it = costs.find(key);
+          if (it == costs.end()) it = costs.emplace(key, simulate_layer_costs(s, v)).first;
+          const StepVariantRun run = run_step_variant(s, v, it->second);
+          AdviceRow row;
+          row.workload = w;
+          row.mesh = mesh_text(l);
+          row.schedule = l.pp == 1 ? "-" : sched["pp_schedule"].get<std::string>();
+          row.checkpoint = ck;
+          row.variant = v;
+          row.local_batch = local;
+          row.microbatches = c.microbatches;
+          row.step_time = run.sim.makespan;
+          row.tokens_per_s_per_gpu = run.tokens_per_s_per_gpu;
+          row.mfu = run.mfu;
+          row.peak_memory_bytes = run.peak_memory_bytes;
+          row.oom = run.oom;
+          advice.rows.push_back(std::move(row));
+        }
+      }
+    }
+  }
+  // Fitting first, then fastest; ties keep the order tried (deterministic).
+  std::stable_sort(advice.rows.begin(), advice.rows.end(), [](const AdviceRow& a, const AdviceRow& b) {
+    if (a.oom != b.oom) return !a.oom;
+    return a.step_time < b.step_time;
+  });
+  return advice;
+}
+
+std::string format_advice(const Advice& a, const Scenario& base, int top) {
+  const auto fitting = std::count_if(a.rows.begin(), a.rows.end(), [](const AdviceRow& r) { return !r.oom; });
+  std::string out = fmt::format("{} on {} x {}, global batch {} sequences of {}: {} configurations x variants simulated, {} fit in memory"
+                                " ({} meshes refused by the model's shapes)\n",
+                                base.workload.step.model.name, base.gpus, base.hardware.name,
+                                base.workload.step.local_batch * base.workload.step.data_parallel(), base.workload.step.seq_len,
+                                a.rows.size(), fitting, a.invalid);
+  out += fmt::format("{:>4}  {:<26} {:<17} {:<10} {:<22} {:>6} {:>4} {:>10} {:>12} {:>6} {:>9}\n", "rank", "mesh", "schedule",
+                     "checkpoint", "variant", "batch", "mb", "step_ms", "tokens/s/GPU", "MFU%", "peak_GiB");
+  int shown = 0;
+  for (const auto& r : a.rows) {
+    if (r.oom || shown >= top) break;
+    ++shown;
+    out += fmt::format("{:>4}  {:<26} {:<17} {:<10} {:<22} {:>6} {:>4} {:>10.1f} {:>12.0f} {:>6.1f} {:>9.1f}\n", shown, r.mesh, r.schedule,
+                       r.checkpoint, r.variant, r.local_batch, r.microbatches, static_cast<double>(r.step_time) * 1e-9,
+                       r.tokens_per_s_per_gpu, 100 * r.mfu, r.peak_memory_bytes / 1073741824.0);
+  }
+  if (fitting == 0) out += "nothing fits in memory: more GPUs, a smaller global batch, or a GPU with more memory\n";
+  return out;
+}
+
+Json advice_json(const Advice& a, int top) {
+  Json rows = Json::array();
+  int shown = 0;
+  for (const auto& r : a.rows) {
+    if (shown++ >= top) break;
+    rows.push_back({{"mesh", r.mesh}, {"schedule", r.schedule}, {"activation_checkpoint", r.checkpoint}, {"variant", r.variant},
+                    {"local_batch", r.local_batch}, {"microbatches", r.microbatches},
+                    {"step_time_ms", std::round(static_cast<double>(r.step_time) * 1e-5) / 1e4},
+                    {"tokens_per_s_per_gpu", std::round(r.tokens_per_s_per_gpu * 100) / 100}, {"mfu", std::round(r.mfu * 1e4) / 1e4},
+                    {"peak_memory_gib", std::round(r.peak_memory_bytes / 1073741824.0 * 1000) / 1000}, {"oom", r.oom},
+                    {"workload", r.workload}});
+  }
+  return Json{{"candidates", a.candidates}, {"refused_by_model", a.invalid}, {"simulated", a.rows.size()}, {"ranked", rows}};
+}
+
+}  // namespace tpsim

@@ -1,0 +1,35 @@
+#include "support/catch.hpp"
+
+#include "tpsim/io/scenario.hpp"
+#include "tpsim/step/advise.hpp"
+
+using namespace tpsim;
+
+TEST_CASE("advise ranks what fits, fastest first, and each row re-simulates to its time", "[step][advise]") {
+  const Json doc = Json::parse(R"({"hardware": "h100_sxm", "gpus": 16, "dtype": "bf16", "variants": ["baseline", "async_tp"],
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 4096, "local_batch": 2, "mesh": {"fsdp": 2, "tp": 8}}})");
+  const Advice a = advise(doc, "");
+  REQUIRE(!a.rows.empty());
+  CHECK(!a.rows.front().oom);
+  for (std::size_t i = 1; i < a.rows.size(); ++i) {
+    const auto& p = a.rows[i - 1];
+    const auto& r = a.rows[i];
+    CHECK((p.oom < r.oom || (p.oom == r.oom && p.step_time <= r.step_time)));
+  }
+  // The global batch is kept: 4 sequences over every data-parallel layout.
+  for (const auto& r : a.rows) {
+    const auto& m = r.workload["mesh"];
+    CHECK(r.local_batch * m["fsdp"].get<int>() * m["dp"].get<int>() == 4);
+  }
+  Json best = doc;
+  best["workload"] = a.rows.front().workload;
+  best["variants"] = Json::array({a.rows.front().variant});
+  const StepResult again = run_training_step(parse_scenario(best, ""));
+  CHECK(again.runs[0].sim.makespan == a.rows.front().step_time);
+}
+
+TEST_CASE("advise needs a training step", "[step][advise]") {
+  const Json doc = Json::parse(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 8192, "k": 4096, "n": 4096}})");
+  CHECK_THROWS_AS(advise(doc, ""), InputError);
+}
