@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/core/median.hpp"
+#include "tpsim/io/scenario.hpp"
 
 namespace tpsim {
 

@@ -9,6 +9,7 @@
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/result_import.hpp"
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/scenario.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 namespace tpsim {

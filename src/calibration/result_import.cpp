@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/io/scenario.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 namespace tpsim {

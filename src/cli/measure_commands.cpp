@@ -12,8 +12,9 @@
 #include "tpsim/cuda/launch_plan.hpp"
 #include "tpsim/cuda/measure_on_gpus.hpp"
 #include "tpsim/cuda/stand_in.hpp"
-#include "tpsim/io/chrome_trace.hpp"
-#include "tpsim/io/result_writers.hpp"
+#include "tpsim/io/scenario.hpp"
+#include "tpsim/report/chrome_trace.hpp"
+#include "tpsim/report/result_writers.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "write_file.hpp"
 

@@ -2,24 +2,22 @@
 
 #include <algorithm>
 
-#include "tpsim/dag/op.hpp"
-
 namespace tpsim {
 
-double attention_flops(const AttentionOp& a) {
+double attention_flops(const AttentionProblem& a) {
   const double fwd = 4.0 * static_cast<double>(a.tokens) * static_cast<double>(a.seq_len) * static_cast<double>(a.head_dim) *
                      static_cast<double>(a.heads) * (a.causal ? 0.5 : 1.0);
   return a.backward ? 2.5 * fwd : fwd;
 }
 
-double attention_bytes(const AttentionOp& a) {
+double attention_bytes(const AttentionProblem& a) {
   const double per_token = static_cast<double>(a.head_dim) * dtype_bytes(a.dtype);
   const double q = static_cast<double>(a.tokens) * a.heads * per_token, kv = static_cast<double>(a.tokens) * a.kv_heads * per_token;
   // forward: read Q, K, V, write O. backward: read Q, K, V, O, dO; write dQ, dK, dV.
   return a.backward ? 4 * q + 4 * kv : 2 * q + 2 * kv;
 }
 
-AttentionPlan plan_attention(const AttentionOp& a, const HardwareSpec& hw) {
+AttentionPlan plan_attention(const AttentionProblem& a, const HardwareSpec& hw) {
   AttentionPlan p;
   p.dtype = a.dtype;
   p.blocks = std::max<std::int64_t>(1, (a.tokens + hw.attention.block_rows - 1) / hw.attention.block_rows * a.heads);

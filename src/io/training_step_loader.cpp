@@ -106,6 +106,13 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   if (pp > 1 && t.schedule != PipelineSchedule::gpipe && t.microbatches < pp)
     fail_at(w.child_path("microbatches"), fmt::format("{} needs at least pp = {} microbatches to fill the pipeline, got {}",
                                                       pipeline_schedule_name(t.schedule), pp, t.microbatches));
+  // The step's tasks on its busiest stage, bounded before anything is built: per layer and
+  // microbatch a forward and a backward, and with FSDP a gather for each and a reduce.
+  const double per_stage = static_cast<double>(md.layers) / pp + 1;
+  const double tasks = per_stage * t.microbatches * (t.mesh.size(MeshDim::fsdp) > 1 ? 5.0 : 2.0);
+  if (tasks > kMaxStepTasks)
+    fail_at(w.child_path("microbatches"), fmt::format("the step would have about {:.0f} tasks on a pipeline stage, more than {}: fewer "
+                                                      "microbatches or layers per stage", tasks, kMaxStepTasks));
   // Whole-model weights of a layer and the output projection must fit the GEMM bounds.
   check_gemm_fits(t.microbatch_tokens(), md.vocab, md.hidden, mp);
   check_gemm_fits(t.microbatch_tokens(), 2 * md.ffn_hidden, md.hidden, mp);

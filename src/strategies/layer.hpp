@@ -3,7 +3,7 @@
 // half) as a sequence of TP regions and local kernels, each region built by the
 // variant's gather / scatter builders.
 #include "regions.hpp"
-#include "tpsim/io/scenario.hpp"
+#include "tpsim/workload/scenario.hpp"
 
 namespace tpsim::strategy {
 

@@ -22,6 +22,7 @@
 #include "tpsim/io/json_reader.hpp"
 #include "tpsim/io/output_file.hpp"
 #include "tpsim/io/output_lock.hpp"
+#include "tpsim/io/scenario.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/sweep/sweep_table.hpp"
 

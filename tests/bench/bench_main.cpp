@@ -14,6 +14,7 @@
 #include "tpsim/hw/block_scheduler.hpp"
 #include "tpsim/hw/fabric.hpp"
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/scenario.hpp"
 #include "tpsim/step/training_step.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
 

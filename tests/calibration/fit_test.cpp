@@ -13,7 +13,7 @@
 #include "tpsim/calibration/fit.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/result_import.hpp"
-#include "tpsim/io/result_writers.hpp"
+#include "tpsim/report/result_writers.hpp"
 
 using namespace tpsim;
 

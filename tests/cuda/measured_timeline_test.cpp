@@ -4,14 +4,14 @@
 #include <set>
 
 #include "support/simulate.hpp"
-#include "tpsim/app/side_by_side.hpp"
 #include "tpsim/analysis/metrics.hpp"
+#include "tpsim/app/side_by_side.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cuda/launch_plan.hpp"
 #include "tpsim/cuda/measured_timeline.hpp"
-#include "tpsim/io/chrome_trace.hpp"
-#include "tpsim/io/result_writers.hpp"
+#include "tpsim/report/chrome_trace.hpp"
+#include "tpsim/report/result_writers.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 using namespace tpsim;

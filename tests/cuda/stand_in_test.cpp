@@ -11,7 +11,7 @@
 #include "tpsim/calibration/result_import.hpp"
 #include "tpsim/cuda/measured_timeline.hpp"
 #include "tpsim/cuda/stand_in.hpp"
-#include "tpsim/io/result_writers.hpp"
+#include "tpsim/report/result_writers.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 using namespace tpsim;

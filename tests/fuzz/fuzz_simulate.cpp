@@ -3,8 +3,8 @@
 // the caps are the fuzzer's, not tpsim's.
 #include "fuzz_common.hpp"
 #include "tpsim/app/run_scenario.hpp"
-#include "tpsim/io/chrome_trace.hpp"
-#include "tpsim/io/result_writers.hpp"
+#include "tpsim/report/chrome_trace.hpp"
+#include "tpsim/report/result_writers.hpp"
 
 static tpsim::HardwareCache cache;
 

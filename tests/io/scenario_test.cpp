@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "support/simulate.hpp"
-#include "tpsim/io/chrome_trace.hpp"
-#include "tpsim/io/result_writers.hpp"
+#include "tpsim/report/chrome_trace.hpp"
+#include "tpsim/report/result_writers.hpp"
 
 using namespace tpsim;
 using namespace tpsim::test;

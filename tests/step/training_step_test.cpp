@@ -6,8 +6,8 @@
 
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/scenario.hpp"
-#include "tpsim/io/step_result_writers.hpp"
-#include "tpsim/io/step_trace.hpp"
+#include "tpsim/report/step_result_writers.hpp"
+#include "tpsim/report/step_trace.hpp"
 #include "tpsim/step/training_step.hpp"
 
 using namespace tpsim;

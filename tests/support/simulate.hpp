@@ -4,6 +4,7 @@
 
 #include "tpsim/app/run_scenario.hpp"
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/scenario.hpp"
 #include "tpsim/runtime/executor.hpp"
 
 namespace tpsim::test {

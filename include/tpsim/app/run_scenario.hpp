@@ -6,8 +6,8 @@
 
 #include "tpsim/analysis/metrics.hpp"
 #include "tpsim/dag/dag.hpp"
-#include "tpsim/io/scenario.hpp"
 #include "tpsim/runtime/timeline.hpp"
+#include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
 

@@ -12,7 +12,7 @@
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
 #include "tpsim/io/json_reader.hpp"
-#include "tpsim/io/scenario.hpp"
+#include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
 

@@ -10,7 +10,13 @@
 
 namespace tpsim {
 
-struct AttentionOp;
+// One flash-attention call: this rank's heads (GQA: fewer KV heads) over its tokens.
+struct AttentionProblem {
+  std::int64_t tokens = 0, seq_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  bool causal = true;
+  bool backward = false;
+  Dtype dtype = Dtype::bf16;
+};
 
 struct AttentionPlan {
   Dtype dtype = Dtype::bf16;
@@ -22,10 +28,10 @@ struct AttentionPlan {
 
 // Matmul FLOPs: forward 4 x tokens x seq x head_dim x heads (half when causal);
 // backward 2.5x forward (five matmuls instead of two).
-double attention_flops(const AttentionOp& a);
+double attention_flops(const AttentionProblem& a);
 // Q, K, V, O (+ dO, dQ, dK, dV backward) read or written once.
-double attention_bytes(const AttentionOp& a);
-AttentionPlan plan_attention(const AttentionOp& a, const HardwareSpec& hw);
+double attention_bytes(const AttentionProblem& a);
+AttentionPlan plan_attention(const AttentionProblem& a, const HardwareSpec& hw);
 BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw);
 
 }  // namespace tpsim

@@ -45,12 +45,7 @@ struct FusedRingGemmOp {  // one persistent kernel (grid = SMs): per step a subm
   double send_bytes = 0;  // per step (none after the last)
   int group = 0;
 };
-struct AttentionOp {  // flash attention on this rank's heads (GQA: fewer KV heads)
-  std::int64_t tokens = 0, seq_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  bool causal = true;
-  bool backward = false;
-  Dtype dtype = Dtype::bf16;
-};
+using AttentionOp = AttentionProblem;  // flash attention on this rank's heads (cost/attention_cost.hpp)
 struct ElementwiseOp {  // memory-bound SM kernel (local copy, reduction)
   double bytes_read = 0, bytes_written = 0;
 };

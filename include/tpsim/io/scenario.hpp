@@ -1,75 +1,17 @@
 #pragma once
-// A scenario: which hardware, how many ranks, which dtype, which workload, and
-// which variants (strategies) to simulate. See README for the format.
+// Reading scenarios (workload/scenario.hpp) from JSON, with every problem named by
+// its JSON path. See README for the format.
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <vector>
 
-#include "tpsim/dag/op.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
 #include "tpsim/io/json_reader.hpp"
-#include "tpsim/workload/model_shape.hpp"
-#include "tpsim/workload/training_spec.hpp"
+#include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
 
-enum class Pass { forward, backward, forward_backward };
-
-struct Workload {
-  std::string op;  // "matmul" | "allgather_matmul" | "matmul_reducescatter" | "transformer_layer" | "ffn" | "attention" | "training_step"
-  // matmul ops
-  std::int64_t m = 0, k = 0;
-  std::vector<std::int64_t> n;  // one weight, or (allgather_matmul) several sharing one gather: Q, K, V
-  // layer ops
-  ModelShape model;
-  std::int64_t tokens = 0;   // held by the TP group: local batch x sequence length
-  std::int64_t seq_len = 0;
-  Pass pass = Pass::forward;
-  int layers = 1;
-  std::optional<Dtype> linear_dtype;  // GEMMs of the linears, when not the scenario's dtype (fp8 training)
-  bool compile = false;               // torch.compile: residual adds fused with the next norm, casts fused
-  TrainingStepSpec step;  // training_step only
-  std::int64_t n_total() const {
-    std::int64_t t = 0;
-    for (auto x : n) t += x;
-    return t;
-  }
-};
-
-// Which implementation of the software the scenario stands for, where it changed
-// across releases (README, "software").
-struct SoftwareChoices {
-  // The sum that ends PyTorch's fused_matmul_reduce_scatter: torch.sum until
-  // pytorch/pytorch PR 191803 (Aug 2026), a Triton kernel after it.
-  ReductionKernel symm_mem_reduction = ReductionKernel::aten_sum;
-  // How the host issues ops: from compiled code (each launch one call), eager PyTorch, or a CUDA graph.
-  HostIssue op_issue = HostIssue::compiled;
-};
-
-struct Scenario {
-  std::string name;
-  std::string hardware_ref;  // as written
-  std::vector<std::string> notes;  // what was assumed, worth a line to the user (how GPUs map onto nodes)
-  HardwareSpec hardware;
-  int gpus = 0;
-  Dtype dtype = Dtype::bf16;
-  Workload workload;
-  std::vector<std::string> variants;
-  SoftwareChoices software;
-  Json workload_json;  // echoed into results
-};
-
-// Limits that keep a scenario physical and the simulation bounded.
-constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
-constexpr int kMaxGpus = 64;           // in one simulated TP group
-constexpr int kMaxClusterGpus = 131072;  // in a training step's mesh (only the ranks that differ are simulated)
-constexpr int kMaxLayers = 1000;
-// 2^36 elements (128 GiB at 2 bytes): no GPU holds a larger operand, and simulating
-// GEMMs beyond it would take hours of block events.
-constexpr double kMaxMatrixElements = 68719476736.0;
 // Fails at `path` when an operand of an m x k by k x n GEMM exceeds kMaxMatrixElements.
 void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path, std::int64_t batch = 1);
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tpsim/core/tick.hpp"
-#include "tpsim/io/scenario.hpp"
+#include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "tpsim/io/scenario.hpp"
 #include "tpsim/step/memory_ledger.hpp"
 #include "tpsim/step/step_program.hpp"
+#include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tpsim/dag/dag.hpp"
-#include "tpsim/io/scenario.hpp"
+#include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
 

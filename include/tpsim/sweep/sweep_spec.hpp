@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tpsim/io/json_reader.hpp"
-#include "tpsim/io/scenario.hpp"
+#include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
 

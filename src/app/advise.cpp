@@ -1,4 +1,4 @@
-#include "tpsim/step/advise.hpp"
+#include "tpsim/app/advise.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "tpsim/io/step_result_writers.hpp"
+#include "tpsim/report/step_result_writers.hpp"
 
 #include <cmath>
 

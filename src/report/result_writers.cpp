@@ -1,4 +1,4 @@
-#include "tpsim/io/result_writers.hpp"
+#include "tpsim/report/result_writers.hpp"
 
 #include <cmath>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "tpsim/io/step_trace.hpp"
+#include "tpsim/report/step_trace.hpp"
 
 #include <array>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "tpsim/io/chrome_trace.hpp"
+#include "tpsim/report/chrome_trace.hpp"
 
 #include <cmath>
 #include <cstdlib>

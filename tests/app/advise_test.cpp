@@ -1,7 +1,7 @@
 #include "support/catch.hpp"
 
+#include "tpsim/app/advise.hpp"
 #include "tpsim/io/scenario.hpp"
-#include "tpsim/step/advise.hpp"
 
 using namespace tpsim;
 
