@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/io/input_error.hpp"
+#include "tpsim/io/json_numbers.hpp"
 #include "tpsim/io/scenario.hpp"
 
 namespace tpsim {
@@ -151,9 +152,9 @@ Json advice_json(const Advice& a, int top) {
     if (shown++ >= top) break;
     rows.push_back({{"mesh", r.mesh}, {"schedule", r.schedule}, {"activation_checkpoint", r.checkpoint}, {"variant", r.variant},
                     {"local_batch", r.local_batch}, {"microbatches", r.microbatches},
-                    {"step_time_ms", std::round(static_cast<double>(r.step_time) * 1e-5) / 1e4},
-                    {"tokens_per_s_per_gpu", std::round(r.tokens_per_s_per_gpu * 100) / 100}, {"mfu", std::round(r.mfu * 1e4) / 1e4},
-                    {"peak_memory_gib", std::round(r.peak_memory_bytes / 1073741824.0 * 1000) / 1000}, {"oom", r.oom},
+                    {"step_time_ms", round_to(static_cast<double>(r.step_time) * 1e-9, 4)},
+                    {"tokens_per_s_per_gpu", round_to(r.tokens_per_s_per_gpu, 2)}, {"mfu", round_to(r.mfu, 4)},
+                    {"peak_memory_gib", round_to(r.peak_memory_bytes / 1073741824.0, 3)}, {"oom", r.oom},
                     {"workload", r.workload}});
   }
   return Json{{"candidates", a.candidates}, {"refused_by_model", a.invalid}, {"simulated", a.rows.size()}, {"ranked", rows}};

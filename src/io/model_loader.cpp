@@ -6,16 +6,6 @@
 
 namespace tpsim {
 
-namespace {
-
-std::int64_t model_dimension(const ObjectReader& o, const std::string& key) {
-  const std::int64_t v = o.positive_int(key);
-  if (v > kMaxDimension) fail_at(o.child_path(key), fmt::format("{} is larger than the limit {}", v, kMaxDimension));
-  return v;
-}
-
-}  // namespace
-
 // Public architecture constants (Meta's Llama 3 model cards / params.json): hidden, FFN,
 // heads, KV heads, head dim, layers, vocabulary.
 const std::vector<ModelShape>& known_models() {
@@ -46,8 +36,8 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
   std::vector<std::string> keys = {"hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "ffn_activation"};
   if (whole_model) keys.insert(keys.end(), {"layers", "vocab"});
   const ObjectReader o(m, path, keys);
-  ModelShape shape{"custom", model_dimension(o, "hidden"), model_dimension(o, "ffn_hidden"), model_dimension(o, "heads"),
-                   model_dimension(o, "kv_heads"), model_dimension(o, "head_dim")};
+  ModelShape shape{"custom", bounded_dimension(o, "hidden"), bounded_dimension(o, "ffn_hidden"), bounded_dimension(o, "heads"),
+                   bounded_dimension(o, "kv_heads"), bounded_dimension(o, "head_dim")};
   if (o.has("ffn_activation")) {
     const std::string act = o.string("ffn_activation");
     if (act != "swiglu" && act != "gelu")
@@ -55,9 +45,9 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
     shape.gated_ffn = act == "swiglu";
   }
   if (whole_model) {
-    shape.layers = model_dimension(o, "layers");
+    shape.layers = bounded_dimension(o, "layers");
     if (shape.layers > kMaxLayers) fail_at(o.child_path("layers"), fmt::format("{} layers is more than the limit {}", shape.layers, kMaxLayers));
-    shape.vocab = model_dimension(o, "vocab");
+    shape.vocab = bounded_dimension(o, "vocab");
   }
   return shape;
 }

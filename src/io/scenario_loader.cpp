@@ -5,26 +5,20 @@
 #include "tpsim/cost/reduction_cost.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/model_loader.hpp"
-#include "tpsim/io/training_step_loader.hpp"
 #include "tpsim/io/scenario.hpp"
+#include "tpsim/io/training_step_loader.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 namespace tpsim {
 
 namespace {
 
-std::int64_t dimension(const ObjectReader& w, const std::string& key) {
-  const std::int64_t v = w.positive_int(key);
-  if (v > kMaxDimension) fail_at(w.child_path(key), fmt::format("{} is larger than the limit {}", v, kMaxDimension));
-  return v;
-}
-
 Workload parse_layer_workload(const ObjectReader& w, const std::string& op, int gpus) {
   Workload wl;
   wl.op = op;
   wl.model = parse_model(w, false);
-  wl.tokens = dimension(w, "tokens");
-  wl.seq_len = dimension(w, "seq_len");
+  wl.tokens = bounded_dimension(w, "tokens");
+  wl.seq_len = bounded_dimension(w, "seq_len");
   const std::string pass = w.has("pass") ? w.string("pass") : "forward";
   if (pass == "forward") wl.pass = Pass::forward;
   else if (pass == "backward") wl.pass = Pass::backward;
@@ -79,8 +73,8 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
   const ObjectReader w(j, path, {"op", "m", "k", "n"});
   Workload wl;
   wl.op = op;
-  wl.m = dimension(w, "m");
-  wl.k = dimension(w, "k");
+  wl.m = bounded_dimension(w, "m");
+  wl.k = bounded_dimension(w, "k");
   if (w.has("n") && w.at("n").is_array()) {
     if (op != "allgather_matmul") fail_at(w.child_path("n"), fmt::format("a list of n (several weights) is only for allgather_matmul"));
     const Json& ns = w.at("n");
@@ -92,7 +86,7 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
       wl.n.push_back(v);
     }
   } else {
-    wl.n.push_back(dimension(w, "n"));
+    wl.n.push_back(bounded_dimension(w, "n"));
   }
   for (std::int64_t n : wl.n) check_gemm_fits(wl.m, n, wl.k, w.path());
   if (op == "matmul") return wl;
@@ -120,6 +114,12 @@ SoftwareChoices parse_software(const ObjectReader& r) {
 }
 
 }  // namespace
+
+std::int64_t bounded_dimension(const ObjectReader& w, const std::string& key) {
+  const std::int64_t v = w.positive_int(key);
+  if (v > kMaxDimension) fail_at(w.child_path(key), fmt::format("{} is larger than the limit {}", v, kMaxDimension));
+  return v;
+}
 
 void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path, std::int64_t batch) {
   const std::pair<std::int64_t, std::int64_t> operands[] = {{m, k}, {k, n}, {m, n}};

@@ -125,8 +125,7 @@ TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std
                                  "microbatches", "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype"});
   TrainingStepSpec t;
   t.model = parse_model(w, true);
-  t.seq_len = w.positive_int("seq_len");
-  if (t.seq_len > kMaxDimension) fail_at(w.child_path("seq_len"), fmt::format("{} is larger than the limit {}", t.seq_len, kMaxDimension));
+  t.seq_len = bounded_dimension(w, "seq_len");
   t.local_batch = w.positive_int("local_batch");
   if (t.local_batch > 1 << 20) fail_at(w.child_path("local_batch"), "more than 2^20 sequences per rank");
   t.mesh = parse_mesh(w, gpus);

@@ -7,14 +7,13 @@
 #include <fmt/format.h>
 
 #include "tpsim/io/input_error.hpp"
+#include "tpsim/io/json_numbers.hpp"
 
 namespace tpsim {
 
 namespace {
 
 constexpr int kCopyEngineTid = 100;
-
-double ts(Tick t) { return std::round(static_cast<double>(t) / 1e3) / 1e3; }  // us, ns resolution
 
 // Hands each event to `emit` as it is made: streamed to a file, or kept (tests).
 struct TraceBuilder {
@@ -31,8 +30,8 @@ struct TraceBuilder {
   void flow(int pid_a, int tid_a, Tick t_a, int pid_b, int tid_b, Tick t_b, const std::string& name) {
     if (options.detail == TraceDetail::ops) return;
     const int id = next_flow++;
-    event({{"ph", "s"}, {"id", id}, {"pid", pid_a}, {"tid", tid_a}, {"ts", ts(t_a)}, {"name", name}, {"cat", "dependency"}});
-    event({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"pid", pid_b}, {"tid", tid_b}, {"ts", ts(t_b)}, {"name", name}, {"cat", "dependency"}});
+    event({{"ph", "s"}, {"id", id}, {"pid", pid_a}, {"tid", tid_a}, {"ts", trace_us(t_a)}, {"name", name}, {"cat", "dependency"}});
+    event({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"pid", pid_b}, {"tid", tid_b}, {"ts", trace_us(t_b)}, {"name", name}, {"cat", "dependency"}});
   }
 };
 
@@ -41,7 +40,7 @@ int tid_of(const Op& op, const OpTiming& t) {
 }
 
 Json op_args(const Op& op, const OpTiming& t) {
-  Json a{{"kind", std::string(op_kind_name(op))}, {"issued_us", ts(t.issued)}, {"ready_us", ts(t.ready)}};
+  Json a{{"kind", std::string(op_kind_name(op))}, {"issued_us", trace_us(t.issued)}, {"ready_us", trace_us(t.ready)}};
   if (const auto* g = std::get_if<GemmOp>(&op.payload))
     a["shape"] = fmt::format("{}[{},{}]x[{},{}] {}", g->problem.batch > 1 ? fmt::format("{} x ", g->problem.batch) : "", g->problem.m,
                              g->problem.k, g->problem.k, g->problem.n, dtype_name(g->problem.dtype));
@@ -89,9 +88,9 @@ void build_trace(const RunResult& r, const TraceOptions& options, const std::fun
         tb.meta(pid(rank), kCopyEngineTid + e, "thread_name", fmt::format("copy engine {}", e));
       if (options.detail == TraceDetail::ops) continue;
       for (const Sample& smp : tl.busy_sms[static_cast<std::size_t>(rank)])
-        tb.event({{"ph", "C"}, {"pid", pid(rank)}, {"name", "busy SMs"}, {"ts", ts(smp.time)}, {"args", {{"SMs", smp.value}}}});
+        tb.event({{"ph", "C"}, {"pid", pid(rank)}, {"name", "busy SMs"}, {"ts", trace_us(smp.time)}, {"args", {{"SMs", smp.value}}}});
       for (const Sample& smp : tl.egress_rate[static_cast<std::size_t>(rank)])
-        tb.event({{"ph", "C"}, {"pid", pid(rank)}, {"name", "NVLink egress GB/s"}, {"ts", ts(smp.time)},
+        tb.event({{"ph", "C"}, {"pid", pid(rank)}, {"name", "NVLink egress GB/s"}, {"ts", trace_us(smp.time)},
                              {"args", {{"GB/s", std::round(smp.value * 1e4) / 10.0}}}});
     }
     std::vector<std::vector<OpId>> groups(static_cast<std::size_t>(dag.groups()));
@@ -111,7 +110,7 @@ void build_trace(const RunResult& r, const TraceOptions& options, const std::fun
       if (op_class(op) == OpClass::event || !options.shows(op.rank)) continue;
       if (const int g = rendezvous_group(op); g >= 0) groups[static_cast<std::size_t>(g)].push_back(id);
       tb.event({{"ph", "X"}, {"pid", pid(op.rank)}, {"tid", tid_of(op, t)}, {"name", op.name},
-                           {"cat", std::string(op_kind_name(op))}, {"ts", ts(t.start)}, {"dur", ts(t.end) - ts(t.start)},
+                           {"cat", std::string(op_kind_name(op))}, {"ts", trace_us(t.start)}, {"dur", trace_us(t.end) - trace_us(t.start)},
                            {"args", op_args(op, t)}});
     }
     // Cross-rank: the last rank to arrive releases everyone else.

@@ -6,19 +6,12 @@
 #include <fmt/format.h>
 
 #include "tpsim/cost/reduction_cost.hpp"
+#include "tpsim/io/json_numbers.hpp"
 #include "tpsim/io/printable.hpp"
 
 namespace tpsim {
 
 namespace {
-
-// Rounded to `decimals` places so printed JSON stays short and stable (3 places of us = 1 ns).
-// Dividing the rounded integer by an exact power of ten gives the double nearest the
-// decimal, which JSON prints as written (multiplying back by 1e-4 would not: 1.4984000000000002).
-double round_to(double v, int decimals) {
-  const double scale = std::pow(10.0, decimals);
-  return std::round(v * scale) / scale;
-}
 
 // A utilization as a percentage for the table, "-" where it was not measured.
 std::string percent(const std::optional<double>& u) { return u ? fmt::format("{:.1f}", 100 * *u) : "-"; }
@@ -59,12 +52,7 @@ std::string format_table(const RunResult& r) {
 
 Json result_json(const RunResult& r) {
   const Scenario& s = r.scenario;
-  Json j;
-  j["scenario"] = s.name;
-  j["hardware"] = s.hardware.name;
-  j["gpus"] = s.gpus;
-  j["dtype"] = std::string(dtype_name(s.dtype));
-  j["workload"] = s.workload_json;
+  Json j = scenario_header_json(s);
   j["software"] = {{"symm_mem_reduction", std::string(reduction_kernel_name(s.software.symm_mem_reduction))},
                    {"op_issue", std::string(host_issue_name(s.software.op_issue))}};
   j["results"] = Json::array();

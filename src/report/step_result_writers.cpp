@@ -4,16 +4,12 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/io/json_numbers.hpp"
 #include "tpsim/io/printable.hpp"
 
 namespace tpsim {
 
 namespace {
-
-double rounded(double v, int decimals) {
-  const double scale = std::pow(10.0, decimals);
-  return std::round(v * scale) / scale;
-}
 
 double ms(Tick t) { return static_cast<double>(t) * 1e-9; }
 double gib(double bytes) { return bytes / 1073741824.0; }
@@ -71,43 +67,38 @@ std::string format_step_table(const StepResult& r) {
 Json step_result_json(const StepResult& r) {
   const Scenario& s = r.scenario;
   const TrainingStepSpec& t = s.workload.step;
-  Json j;
-  j["scenario"] = s.name;
-  j["hardware"] = s.hardware.name;
-  j["gpus"] = s.gpus;
-  j["dtype"] = std::string(dtype_name(s.dtype));
-  j["workload"] = s.workload_json;
+  Json j = scenario_header_json(s);
   j["global_batch_tokens"] = t.global_tokens();
   j["model_flops_per_step"] = r.model_flops;
-  j["memory_capacity_gib"] = rounded(gib(s.hardware.memory.capacity_bytes), 3);
+  j["memory_capacity_gib"] = round_to(gib(s.hardware.memory.capacity_bytes), 3);
   j["results"] = Json::array();
   for (const auto& run : r.runs) {
     Json v;
     v["variant"] = run.variant;
-    v["step_time_ms"] = rounded(ms(run.sim.makespan), 4);
+    v["step_time_ms"] = round_to(ms(run.sim.makespan), 4);
     const auto sp = r.speedup(run);
-    v["speedup_vs_baseline"] = sp ? Json(rounded(*sp, 4)) : Json(nullptr);
-    v["tokens_per_s_per_gpu"] = rounded(run.tokens_per_s_per_gpu, 2);
-    v["mfu"] = rounded(run.mfu, 4);
-    v["peak_memory_gib"] = rounded(gib(run.peak_memory_bytes), 3);
+    v["speedup_vs_baseline"] = sp ? Json(round_to(*sp, 4)) : Json(nullptr);
+    v["tokens_per_s_per_gpu"] = round_to(run.tokens_per_s_per_gpu, 2);
+    v["mfu"] = round_to(run.mfu, 4);
+    v["peak_memory_gib"] = round_to(gib(run.peak_memory_bytes), 3);
     v["oom"] = run.oom;
     v["peak_memory_stage"] = run.peak_stage;
     Json mem;
-    for (const auto& [kind, b] : run.memory[static_cast<std::size_t>(run.peak_stage)].parts) mem[kind] = rounded(gib(b), 3);
+    for (const auto& [kind, b] : run.memory[static_cast<std::size_t>(run.peak_stage)].parts) mem[kind] = round_to(gib(b), 3);
     v["memory_gib"] = mem;
-    v["bubble_fraction"] = rounded(run.bubble_fraction, 4);
+    v["bubble_fraction"] = round_to(run.bubble_fraction, 4);
     Json ex;
-    for (const std::string dim : {"tp", "fsdp", "dp", "pp"}) ex[dim] = rounded(ms(exposed(run, dim)), 4);
-    if (exposed(run, "other") > 0) ex["other"] = rounded(ms(exposed(run, "other")), 4);
+    for (const std::string dim : {"tp", "fsdp", "dp", "pp"}) ex[dim] = round_to(ms(exposed(run, dim)), 4);
+    if (exposed(run, "other") > 0) ex["other"] = round_to(ms(exposed(run, "other")), 4);
     v["exposed_comm_ms"] = ex;
-    v["layer_ms"] = {{"forward", rounded(ms(run.costs.forward), 5)},
-                     {"backward", rounded(ms(run.costs.backward), 5)},
-                     {"recompute", rounded(ms(run.costs.recompute), 5)},
-                     {"output_forward", rounded(ms(run.costs.output_forward), 5)},
-                     {"output_backward", rounded(ms(run.costs.output_backward), 5)}};
+    v["layer_ms"] = {{"forward", round_to(ms(run.costs.forward), 5)},
+                     {"backward", round_to(ms(run.costs.backward), 5)},
+                     {"recompute", round_to(ms(run.costs.recompute), 5)},
+                     {"output_forward", round_to(ms(run.costs.output_forward), 5)},
+                     {"output_backward", round_to(ms(run.costs.output_backward), 5)}};
     Json coll = Json::array();
     for (const auto& c : run.plan.collectives)
-      coll.push_back({{"dim", c.dim}, {"op", c.op}, {"bytes", c.bytes}, {"time_ms", rounded(ms(c.cost.time), 5)},
+      coll.push_back({{"dim", c.dim}, {"op", c.op}, {"bytes", c.bytes}, {"time_ms", round_to(ms(c.cost.time), 5)},
                       {"algorithm", c.cost.algorithm}, {"protocol", c.cost.protocol}, {"link", std::string(link_tier_name(c.cost.tier))},
                       {"sms", c.cost.channels}});
     v["collectives"] = coll;
@@ -115,9 +106,9 @@ Json step_result_json(const StepResult& r) {
     for (std::size_t i = 0; i < run.sim.stages.size(); ++i) {
       const auto& st = run.sim.stages[i];
       Json idle;
-      for (const auto& [cause, tt] : st.idle_by_cause) idle[cause] = rounded(ms(tt), 4);
-      stages.push_back({{"stage", i}, {"compute_busy_ms", rounded(ms(st.compute_busy), 4)}, {"idle_ms", idle},
-                        {"memory_gib", rounded(gib(run.memory[i].total()), 3)}});
+      for (const auto& [cause, tt] : st.idle_by_cause) idle[cause] = round_to(ms(tt), 4);
+      stages.push_back({{"stage", i}, {"compute_busy_ms", round_to(ms(st.compute_busy), 4)}, {"idle_ms", idle},
+                        {"memory_gib", round_to(gib(run.memory[i].total()), 3)}});
     }
     v["stages"] = stages;
     v["simulated_tasks"] = run.plan.program.tasks.size();

@@ -7,11 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/io/json_numbers.hpp"
+
 namespace tpsim {
 
 namespace {
-
-double ts(Tick t) { return std::round(static_cast<double>(t) / 1e3) / 1e3; }  // us, ns resolution
 
 Json other_data(const StepResult& r) {
   const Scenario& s = r.scenario;
@@ -34,7 +34,7 @@ void traffic_counters(const StepVariantRun& run, int stage, int pid, const std::
   std::array<double, 2> now{0, 0};
   for (const auto& [time, delta] : change) {
     for (int k = 0; k < 2; ++k) now[static_cast<std::size_t>(k)] = std::max(0.0, now[static_cast<std::size_t>(k)] + delta[static_cast<std::size_t>(k)]);
-    emit({{"ph", "C"}, {"pid", pid}, {"name", "link traffic (GB/s)"}, {"ts", ts(time)},
+    emit({{"ph", "C"}, {"pid", pid}, {"name", "link traffic (GB/s)"}, {"ts", trace_us(time)},
           {"args", {{"NVLink", std::round(now[0] * 1e3 * 10) / 10}, {"NIC", std::round(now[1] * 1e3 * 10) / 10}}}});
   }
 }
@@ -53,7 +53,7 @@ void build(const StepResult& r, const std::function<void(const Json&)>& emit) {
         const StepTask& t = tasks[i];
         if (t.stage != stage) continue;
         const TaskTime& tt = run.sim.times[i];
-        Json args{{"alone_us", ts(t.work)}};
+        Json args{{"alone_us", trace_us(t.work)}};
         if (t.communication) {
           args["dim"] = t.dim;
           args["link"] = std::string(link_tier_name(t.tier));
@@ -61,7 +61,7 @@ void build(const StepResult& r, const std::function<void(const Json&)>& emit) {
           args["wire_bytes"] = t.wire_bytes;
         }
         emit({{"ph", "X"}, {"pid", pid}, {"tid", static_cast<int>(t.stream) + 1}, {"name", t.name},
-              {"cat", t.communication ? t.dim : "compute"}, {"ts", ts(tt.start)}, {"dur", ts(tt.end) - ts(tt.start)}, {"args", args}});
+              {"cat", t.communication ? t.dim : "compute"}, {"ts", trace_us(tt.start)}, {"dur", trace_us(tt.end) - trace_us(tt.start)}, {"args", args}});
       }
       traffic_counters(run, stage, pid, emit);
     }

@@ -12,6 +12,9 @@
 
 namespace tpsim {
 
+// A required positive integer at `w.key`, at most kMaxDimension.
+std::int64_t bounded_dimension(const ObjectReader& w, const std::string& key);
+
 // Fails at `path` when an operand of an m x k by k x n GEMM exceeds kMaxMatrixElements.
 void check_gemm_fits(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& path, std::int64_t batch = 1);
 
