@@ -30,6 +30,8 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
   for (const std::string& out : {o.output, o.trace})
     if (!out.empty()) check_output_path(out);  // before any GPU time is spent
   const Scenario s = load_scenario_file(scenario_file);
+  if (s.workload.op == "training_step")
+    throw InputError(fmt::format("{}: $.workload.op: measure runs one TP group's op DAG; a training step is not one (tpsim run)", scenario_file));
   if (o.dry_run) {
     Json all = Json::array();
     for (const std::string& v : s.variants) {

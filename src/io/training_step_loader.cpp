@@ -30,8 +30,9 @@ MeshShape parse_mesh(const ObjectReader& w, std::int64_t gpus) {
     std::vector<std::string> parts;
     for (MeshDim d : kAllMeshDims)
       if (mesh.size(d) > 1) parts.push_back(fmt::format("{} {}", mesh_dim_name(d), mesh.size(d)));
+    const std::string count = mesh.gpus() > kMaxClusterGpus ? fmt::format("more than {}", kMaxClusterGpus) : std::to_string(mesh.gpus());
     fail_at(m.path(), fmt::format("the mesh ({}) has {} GPUs, but gpus is {}", parts.empty() ? "all 1" : fmt::format("{}", fmt::join(parts, " x ")),
-                                  mesh.gpus(), gpus));
+                                  count, gpus));
   }
   if (w.has("mesh_order")) {
     const Json& order = w.array("mesh_order");
@@ -106,13 +107,13 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   if (pp > 1 && t.schedule != PipelineSchedule::gpipe && t.microbatches < pp)
     fail_at(w.child_path("microbatches"), fmt::format("{} needs at least pp = {} microbatches to fill the pipeline, got {}",
                                                       pipeline_schedule_name(t.schedule), pp, t.microbatches));
-  // The step's tasks on its busiest stage, bounded before anything is built: per layer and
-  // microbatch a forward and a backward, and with FSDP a gather for each and a reduce.
+  // The step's tasks, bounded before anything is built: per layer and microbatch a forward
+  // and a backward, and with FSDP a gather for each and a reduce (about 200 bytes each).
   const double per_stage = static_cast<double>(md.layers) / pp + 1;
-  const double tasks = per_stage * t.microbatches * (t.mesh.size(MeshDim::fsdp) > 1 ? 5.0 : 2.0);
+  const double tasks = per_stage * pp * t.microbatches * (t.mesh.size(MeshDim::fsdp) > 1 ? 5.0 : 2.0);
   if (tasks > kMaxStepTasks)
-    fail_at(w.child_path("microbatches"), fmt::format("the step would have about {:.0f} tasks on a pipeline stage, more than {}: fewer "
-                                                      "microbatches or layers per stage", tasks, kMaxStepTasks));
+    fail_at(w.child_path("microbatches"), fmt::format("the step would have about {:.0f} tasks, more than {}: fewer microbatches or layers",
+                                                      tasks, kMaxStepTasks));
   // Whole-model weights of a layer and the output projection must fit the GEMM bounds.
   check_gemm_fits(t.microbatch_tokens(), md.vocab, md.hidden, mp);
   check_gemm_fits(t.microbatch_tokens(), 2 * md.ffn_hidden, md.hidden, mp);

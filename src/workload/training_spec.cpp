@@ -1,5 +1,7 @@
 #include "tpsim/workload/training_spec.hpp"
 
+#include <limits>
+
 namespace tpsim {
 
 std::string_view mesh_dim_name(MeshDim d) {
@@ -22,7 +24,8 @@ std::optional<MeshDim> parse_mesh_dim(std::string_view name) {
 
 std::int64_t MeshShape::gpus() const {
   std::int64_t n = 1;
-  for (int s : sizes) n *= s;  // each size is bounded by the parser: no overflow for six of them
+  for (int s : sizes)
+    if (__builtin_mul_overflow(n, static_cast<std::int64_t>(s), &n)) return std::numeric_limits<std::int64_t>::max();
   return n;
 }
 

@@ -216,3 +216,9 @@ TEST_CASE("the step's trace names every collective by its mesh dimension, per st
   std::size_t tasks = r.runs[0].plan.program.tasks.size();
   CHECK(static_cast<std::size_t>(by_cat["compute"] + by_cat["fsdp"] + by_cat["dp"] + by_cat["pp"]) == tasks);
 }
+
+TEST_CASE("a mesh whose sizes multiply past 64 bits is refused without overflowing", "[step][input]") {
+  const std::string e = error_of(step(64, "llama3_8b", R"("dp": 131072, "fsdp": 131072, "tp": 131072, "pp": 131072)"));
+  CHECK(e.find("$.workload.mesh") != std::string::npos);
+  CHECK(e.find("more than 131072 GPUs") != std::string::npos);
+}

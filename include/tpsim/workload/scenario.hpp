@@ -64,10 +64,11 @@ struct Scenario {
 // Limits that keep a scenario physical and the simulation bounded.
 constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 constexpr int kMaxGpus = 64;           // in one simulated TP group
-constexpr int kMaxClusterGpus = 131072;
-constexpr double kMaxStepTasks = 4e6;    // coarse tasks of a training step on one pipeline stage  // in a training step's mesh (only the ranks that differ are simulated)
+constexpr int kMaxClusterGpus = 131072;  // in a training step's mesh (only the ranks that differ are simulated)
+constexpr double kMaxStepTasks = 2e6;    // coarse tasks of a training step (all its simulated ranks)
 constexpr int kMaxLayers = 1000;
 // 2^36 elements (128 GiB at 2 bytes): no GPU holds a larger operand, and simulating
 // GEMMs beyond it would take hours of block events.
 constexpr double kMaxMatrixElements = 68719476736.0;
+
 }  // namespace tpsim

@@ -22,7 +22,7 @@ struct MeshShape {
   std::array<int, kMeshDims> sizes{1, 1, 1, 1, 1, 1};
   std::vector<MeshDim> order = {MeshDim::tp, MeshDim::cp, MeshDim::ep, MeshDim::fsdp, MeshDim::dp, MeshDim::pp};  // inner to outer
   int size(MeshDim d) const { return sizes[static_cast<int>(d)]; }
-  std::int64_t gpus() const;
+  std::int64_t gpus() const;  // the product of the sizes; int64 max where that overflows
   // Rank distance between neighbours of a `d` group: the product of the dims inside it.
   std::int64_t stride(MeshDim d) const;
 };
