@@ -63,6 +63,10 @@ TEST_CASE("Bad measurement files get one line naming the JSON path", "[measureme
   CHECK(error_of(R"([{"kind": "scenario", "variant": "baseline", "time_us": 1,
       "scenario": {"gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 0, "k": 1, "n": 1}}}])") ==
         "$.measurements[0].scenario.workload.m: must be a positive integer, got 0");
+  CHECK(error_of(R"([{"kind": "scenario", "variant": "baseline", "time_us": 1,
+      "scenario": {"gpus": 64, "dtype": "bf16", "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 4096,
+                   "local_batch": 1, "mesh": {"fsdp": 8, "tp": 8}}}}])")
+            .starts_with("$.measurements[0].scenario.workload.op: a training step is not a measurement row"));
   CHECK(error_of(R"([{"kind": "scenario", "variant": "fusedd", "time_us": 1,
       "scenario": {"gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1}}}])") ==
         R"($.measurements[0].variant: variant "fusedd" does not apply)");
