@@ -3,6 +3,7 @@
 // the caps are the fuzzer's, not tpsim's.
 #include "fuzz_common.hpp"
 #include "tpsim/app/run_scenario.hpp"
+#include "tpsim/io/scenario.hpp"
 #include "tpsim/report/chrome_trace.hpp"
 #include "tpsim/report/result_writers.hpp"
 #include "tpsim/report/step_result_writers.hpp"

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "fuzz_common.hpp"
+#include "tpsim/io/scenario.hpp"
 #include "tpsim/sweep/sweep_spec.hpp"
 
 static tpsim::HardwareCache cache;
