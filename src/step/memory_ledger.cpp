@@ -33,6 +33,7 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
   const double local = in.params / tp;  // this rank's share before FSDP sharding
   const double shard = local / fsdp;
   const double grad_bytes = dtype_bytes(t.grad_reduce_dtype);
+  const double layer = t.model.layer_params();  // every decoder layer has the same weights
   MemoryLedger l;
   l.parts.emplace_back("parameters (fp32 shard)", 4 * shard);
   l.parts.emplace_back("gradients (fp32 shard)", 4 * shard);
@@ -41,9 +42,9 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     // With a pipeline, torchtitan keeps gathered parameters from forward to backward
     // (reshard_after_forward is off); otherwise two layers are gathered at a time
     // (the one running and the one prefetched).
-    const double gathered = pp ? local : 2 * in.largest_layer_params / tp;
+    const double gathered = pp ? local : 2 * layer / tp;
     l.parts.emplace_back("FSDP gathered parameters (bf16)", e * gathered);
-    l.parts.emplace_back("FSDP unsharded gradients", grad_bytes * 2 * in.largest_layer_params / tp);
+    l.parts.emplace_back("FSDP unsharded gradients", grad_bytes * 2 * layer / tp);
   }
   double act = in.peak_activations;
   // Full checkpointing rebuilds one layer's activations at a time inside backward.

@@ -28,7 +28,6 @@ StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, c
   for (int r = 0; r < stages; ++r) {
     StageMemoryInput in;
     in.params = run.plan.stage_params[static_cast<std::size_t>(r)];
-    in.largest_layer_params = t.model.layer_params();
     in.peak_activations = run.sim.stages[static_cast<std::size_t>(r)].peak_activation_bytes;
     in.last_stage = r == run.plan.last_stage;
     run.memory.push_back(stage_memory(t, in, s.hardware, e));

@@ -28,7 +28,6 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
 
 struct StageMemoryInput {
   double params = 0;         // parameters of this stage (all its layers, embedding or output layer), before TP
-  double largest_layer_params = 0;
   double peak_activations = 0;  // from the simulated schedule
   bool last_stage = false;
 };
