@@ -20,7 +20,7 @@ std::vector<int> powers_of_two_up_to(std::int64_t n) {
 }
 
 struct Layout {
-  int tp, pp, fsdp, dp;
+  int tp, pp, fsdp, dp, cp = 1, ep = 1;
 };
 
 std::vector<Layout> layouts(int gpus, int per_node, std::int64_t layers) {
@@ -34,7 +34,7 @@ std::vector<Layout> layouts(int gpus, int per_node, std::int64_t layers) {
       std::vector<std::pair<int, int>> splits = {{data, 1}};
       if (data > 1) splits.push_back({1, data});
       if (data > 8 && data % 8 == 0) splits.push_back({8, data / 8});
-      for (auto [fsdp, dp] : splits) out.push_back({tp, pp, fsdp, dp});
+      for (auto [fsdp, dp] : splits) out.push_back({tp, pp, fsdp, dp, 1});
     }
   }
   return out;
@@ -43,6 +43,8 @@ std::vector<Layout> layouts(int gpus, int per_node, std::int64_t layers) {
 std::string mesh_text(const Layout& l) {
   std::vector<std::string> parts;
   if (l.tp > 1) parts.push_back(fmt::format("tp{}", l.tp));
+  if (l.cp > 1) parts.push_back(fmt::format("cp{}", l.cp));
+  if (l.ep > 1) parts.push_back(fmt::format("ep{}", l.ep));
   if (l.fsdp > 1) parts.push_back(fmt::format("fsdp{}", l.fsdp));
   if (l.dp > 1) parts.push_back(fmt::format("dp{}", l.dp));
   if (l.pp > 1) parts.push_back(fmt::format("pp{}", l.pp));
@@ -59,8 +61,13 @@ Advice advise(const Json& scenario_json, const std::string& base_dir) {
   const std::int64_t sequences = t.local_batch * t.data_parallel();
   Advice advice;
   std::map<std::string, LayerCosts> costs;  // by what a layer's cost depends on
-  for (const Layout& l : layouts(base.gpus, base.hardware.fabric.gpus_per_node, t.model.layers)) {
-    const int data = l.fsdp * l.dp;
+  // Context and expert parallelism are kept as given (the sequence length and the experts
+  // decide them); the rest is searched.
+  const int cp = t.mesh.size(MeshDim::cp), ep = t.mesh.size(MeshDim::ep);
+  std::vector<Layout> candidates = layouts(static_cast<int>(base.gpus / cp / ep), base.hardware.fabric.gpus_per_node, t.model.layers);
+  for (Layout& l : candidates) l.cp = cp, l.ep = ep;
+  for (const Layout& l : candidates) {
+    const int data = l.fsdp * l.dp * l.ep;
     if (sequences % data != 0) continue;
     const std::int64_t local = sequences / data;
     for (const char* ck : {"none", "selective", "full"}) {
@@ -75,7 +82,7 @@ Advice advise(const Json& scenario_json, const std::string& base_dir) {
       for (const Json& sched : schedules) {
         Json doc = scenario_json;
         Json& w = doc["workload"];
-        w["mesh"] = Json{{"tp", l.tp}, {"pp", l.pp}, {"fsdp", l.fsdp}, {"dp", l.dp}};
+        w["mesh"] = Json{{"tp", l.tp}, {"pp", l.pp}, {"fsdp", l.fsdp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep}};
         w.erase("mesh_order");
         w.erase("pp_schedule");
         w.erase("virtual_stages");

@@ -148,6 +148,15 @@ std::int64_t ObjectReader::positive_int_or(const std::string& key, std::int64_t 
   return has(key) ? positive_int(key) : fallback;
 }
 
+std::int64_t ObjectReader::non_negative_int(const std::string& key) const {
+  const Json& v = at(key);
+  if ((v.is_number_integer() || v.is_number_unsigned()) && v.get<std::int64_t>() == 0) return 0;
+  if (v.is_number_float() && v.get<double>() == 0.0) return 0;
+  if (v.is_number_integer() && v.get<std::int64_t>() < 0)
+    fail_at(child_path(key), fmt::format("must be a non-negative integer, got {}", v.get<std::int64_t>()));
+  return as_positive_int(v, child_path(key));
+}
+
 std::string ObjectReader::string(const std::string& key) const { return as_string(at(key), child_path(key)); }
 
 std::optional<std::string> ObjectReader::optional_string(const std::string& key) const {

@@ -6,16 +6,55 @@
 
 namespace tpsim {
 
-// Public architecture constants (Meta's Llama 3 model cards / params.json): hidden, FFN,
-// heads, KV heads, head dim, layers, vocabulary.
+// Public architecture constants: hidden, FFN (of the dense layers), heads, KV heads, head
+// dim, layers, vocabulary; for MoE models experts, top_k, expert FFN, shared experts, MoE
+// layer interval, leading dense layers.
+//  - Llama 3: Meta's model cards / params.json.
+//  - Mixtral 8x7B: arXiv 2401.04088 Table 1 (and its Hugging Face config.json).
+//  - Llama 4 Scout 17B-16E and Maverick 17B-128E: their Hugging Face config.json text_config
+//    (intermediate_size 8192 per expert, intermediate_size_mlp 16384 for dense layers,
+//    num_local_experts, interleave_moe_layer_step 1 and 2, one shared expert per MoE layer).
+//  - DeepSeek-V3 "like": its config.json (first_k_dense_replace 3, 256 routed experts of 2048,
+//    top 8, one shared) with multi-head attention of the same 128 heads x 128 standing in for
+//    MLA, which tpsim does not model (MLA's low-rank projections have fewer weights).
 const std::vector<ModelShape>& known_models() {
   static const std::vector<ModelShape> models = {
       {"llama3_8b", 4096, 14336, 32, 8, 128, 32, 128256},
       {"llama3_70b", 8192, 28672, 64, 8, 128, 80, 128256},
       {"llama3_405b", 16384, 53248, 128, 8, 128, 126, 128256},
+      {"mixtral_8x7b", 4096, 14336, 32, 8, 128, 32, 32000, true, {8, 2, 14336, 0, 1, 0}},
+      {"llama4_scout", 5120, 16384, 40, 8, 128, 48, 202048, true, {16, 1, 8192, 1, 1, 0}},
+      {"llama4_maverick", 5120, 16384, 40, 8, 128, 48, 202048, true, {128, 1, 8192, 1, 2, 0}},
+      {"deepseek_v3_like", 7168, 18432, 128, 128, 128, 61, 129280, true, {256, 8, 2048, 1, 1, 3}},
   };
   return models;
 }
+
+namespace {
+
+MoeShape parse_moe(const ObjectReader& o, const ModelShape& shape) {
+  MoeShape moe;
+  if (!o.has("experts")) {
+    for (const char* key : {"top_k", "expert_ffn_hidden", "shared_experts", "moe_every", "first_dense_layers"})
+      if (o.has(key)) fail_at(o.child_path(key), "only a mixture-of-experts model (one with \"experts\") has this");
+    return moe;
+  }
+  moe.experts = bounded_dimension(o, "experts");
+  if (moe.experts > 4096) fail_at(o.child_path("experts"), fmt::format("{} experts is more than the limit 4096", moe.experts));
+  moe.top_k = o.positive_int("top_k");
+  if (moe.top_k > moe.experts) fail_at(o.child_path("top_k"), fmt::format("top_k {} is more than the {} experts", moe.top_k, moe.experts));
+  moe.expert_ffn_hidden = bounded_dimension(o, "expert_ffn_hidden");
+  moe.shared_experts = o.has("shared_experts") ? o.non_negative_int("shared_experts") : 0;
+  if (moe.shared_experts > 64) fail_at(o.child_path("shared_experts"), "more than 64 shared experts");
+  moe.every = o.positive_int_or("moe_every", 1);
+  if (moe.every > shape.layers) fail_at(o.child_path("moe_every"), fmt::format("{} is more than the {} layers", moe.every, shape.layers));
+  moe.first_dense = o.has("first_dense_layers") ? o.non_negative_int("first_dense_layers") : 0;
+  if (moe.first_dense >= shape.layers)
+    fail_at(o.child_path("first_dense_layers"), fmt::format("{} dense layers leave none of the {} for experts", moe.first_dense, shape.layers));
+  return moe;
+}
+
+}  // namespace
 
 ModelShape parse_model(const ObjectReader& w, bool whole_model) {
   const Json& m = w.at("model");
@@ -24,7 +63,11 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
     const std::string name = m.get<std::string>();
     std::vector<std::string> names;
     for (const auto& k : known_models()) {
-      if (k.name == name) return k;
+      if (k.name == name) {
+        if (k.is_moe() && !whole_model)
+          fail_at(path, fmt::format("{} is a mixture-of-experts model; layer workloads simulate dense layers (use a training_step)", name));
+        return k;
+      }
       names.push_back(k.name);
     }
     std::string msg = fmt::format("unknown model \"{}\"", name);
@@ -34,7 +77,8 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
     fail_at(path, msg);
   }
   std::vector<std::string> keys = {"hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "ffn_activation"};
-  if (whole_model) keys.insert(keys.end(), {"layers", "vocab"});
+  if (whole_model)
+    keys.insert(keys.end(), {"layers", "vocab", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "moe_every", "first_dense_layers"});
   const ObjectReader o(m, path, keys);
   ModelShape shape{"custom", bounded_dimension(o, "hidden"), bounded_dimension(o, "ffn_hidden"), bounded_dimension(o, "heads"),
                    bounded_dimension(o, "kv_heads"), bounded_dimension(o, "head_dim")};
@@ -48,6 +92,7 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
     shape.layers = bounded_dimension(o, "layers");
     if (shape.layers > kMaxLayers) fail_at(o.child_path("layers"), fmt::format("{} layers is more than the limit {}", shape.layers, kMaxLayers));
     shape.vocab = bounded_dimension(o, "vocab");
+    shape.moe = parse_moe(o, shape);
   }
   return shape;
 }

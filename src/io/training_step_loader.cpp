@@ -1,11 +1,13 @@
 #include "tpsim/io/training_step_loader.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
 #include "tpsim/io/model_loader.hpp"
 #include "tpsim/io/scenario.hpp"
+#include "tpsim/step/group_layout.hpp"
 
 namespace tpsim {
 
@@ -21,11 +23,6 @@ MeshShape parse_mesh(const ObjectReader& w, std::int64_t gpus) {
     if (v > kMaxClusterGpus) fail_at(m.child_path(key), fmt::format("{} is more than the limit of {} GPUs", v, kMaxClusterGpus));
     mesh.sizes[static_cast<int>(d)] = static_cast<int>(v);
   }
-  for (MeshDim d : {MeshDim::cp, MeshDim::ep})
-    if (mesh.size(d) > 1)
-      fail_at(m.child_path(std::string(mesh_dim_name(d))),
-              fmt::format("{} > 1 is not modelled yet (context and expert parallelism come with a later release); use 1 or leave it out",
-                          mesh_dim_name(d)));
   if (mesh.gpus() != gpus) {
     std::vector<std::string> parts;
     for (MeshDim d : kAllMeshDims)
@@ -85,6 +82,9 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   const auto& md = t.model;
   if (md.heads % tp != 0) fail_at(mp + ".heads", fmt::format("{} attention heads do not divide over tp {}", md.heads, tp));
   if (md.ffn_hidden % tp != 0) fail_at(mp + ".ffn_hidden", fmt::format("{} FFN columns do not divide over tp {}", md.ffn_hidden, tp));
+  if (md.is_moe() && md.moe.expert_ffn_hidden % tp != 0)
+    fail_at(mp + ".expert_ffn_hidden", fmt::format("{} expert FFN columns do not divide over tp {} (experts are sharded like the dense FFN)",
+                                                   md.moe.expert_ffn_hidden, tp));
   if ((md.kv_heads >= tp && md.kv_heads % tp != 0) || (md.kv_heads < tp && tp % md.kv_heads != 0))
     fail_at(mp + ".kv_heads", fmt::format("{} KV heads can be neither split nor replicated evenly over tp {}", md.kv_heads, tp));
   if (md.kv_heads > md.heads) fail_at(mp + ".kv_heads", "more KV heads than attention heads");
@@ -92,9 +92,25 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
     fail_at(mp, fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", md.layers, pp, t.virtual_stages));
   if (t.local_batch % t.microbatches != 0)
     fail_at(w.child_path("microbatches"), fmt::format("{} microbatches do not divide the local batch of {} sequences", t.microbatches, t.local_batch));
-  // Sequence parallelism shards every microbatch's tokens over the TP group.
-  if (t.microbatch_tokens() % tp != 0)
-    fail_at(w.child_path("seq_len"), fmt::format("a microbatch of {} tokens does not divide over tp {}", t.microbatch_tokens(), tp));
+  // Context parallelism gives each rank two of 2 x cp equal chunks of every sequence
+  // (the load balance of causal attention: chunk i and chunk 2cp-1-i).
+  const int ep = t.mesh.size(MeshDim::ep);
+  if (ep > 1 && !md.is_moe())
+    fail_at(w.child_path("mesh") + ".ep", fmt::format("ep {} needs a mixture-of-experts model; {} has no experts", ep, md.name));
+  if (ep > 1 && md.moe.experts % ep != 0)
+    fail_at(w.child_path("mesh") + ".ep", fmt::format("{} experts do not divide over ep {}", md.moe.experts, ep));
+  if (t.expert_load_skew > 0 && !md.is_moe()) fail_at(w.child_path("expert_load_skew"), fmt::format("{} has no experts", md.name));
+  if (md.is_moe() && t.expert_load_skew > static_cast<double>(md.moe.experts - 1))
+    fail_at(w.child_path("expert_load_skew"), fmt::format("{} would give the busiest expert more than all {} experts' tokens (at most {})",
+                                                          t.expert_load_skew, md.moe.experts, md.moe.experts - 1));
+  const int cp = t.mesh.size(MeshDim::cp);
+  if (cp > 1 && t.seq_len % (2 * cp) != 0)
+    fail_at(w.child_path("seq_len"), fmt::format("{} tokens do not split into 2 x cp = {} equal chunks (context parallelism gives each "
+                                                 "rank two chunks for the causal load balance)", t.seq_len, 2 * cp));
+  // Sequence parallelism shards every microbatch's tokens (of this CP rank) over the TP group.
+  if (t.rank_tokens() % tp != 0)
+    fail_at(w.child_path("seq_len"), fmt::format("a microbatch of {} tokens{} does not divide over tp {}", t.rank_tokens(),
+                                                 cp > 1 ? std::string(" per CP rank") : "", tp));
   if (t.schedule == PipelineSchedule::interleaved_1f1b) {
     if (t.virtual_stages < 2) fail_at(w.child_path("virtual_stages"), "interleaved 1F1B needs at least 2 virtual stages per rank");
     if (t.microbatches % pp != 0)
@@ -115,15 +131,23 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
     fail_at(w.child_path("microbatches"), fmt::format("the step would have about {:.0f} tasks, more than {}: fewer microbatches or layers",
                                                       tasks, kMaxStepTasks));
   // Whole-model weights of a layer and the output projection must fit the GEMM bounds.
-  check_gemm_fits(t.microbatch_tokens(), md.vocab, md.hidden, mp);
-  check_gemm_fits(t.microbatch_tokens(), 2 * md.ffn_hidden, md.hidden, mp);
+  check_gemm_fits(t.rank_tokens(), md.vocab, md.hidden, mp);
+  check_gemm_fits(t.rank_tokens(), 2 * md.ffn_hidden, md.hidden, mp);
+  // A rank's routed token slots when every rank sends all of its tokens' slots to its experts.
+  if (md.is_moe()) {
+    const double slots = static_cast<double>(t.rank_tokens()) * static_cast<double>(md.moe.top_k) * ep;  // may pass int64
+    if (slots * static_cast<double>(md.hidden) > kMaxMatrixElements)
+      fail_at(mp, fmt::format("{:.3g} routed token slots of {} would be larger than any GPU memory holds (limit 2^36 elements)", slots,
+                              md.hidden));
+    check_gemm_fits(static_cast<std::int64_t>(slots), 2 * md.moe.expert_ffn_hidden, md.hidden, mp);
+  }
 }
 
 }  // namespace
 
 TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std::int64_t gpus) {
   const ObjectReader w(j, path, {"op", "model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule",
-                                 "microbatches", "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype"});
+                                 "microbatches", "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype", "cp_method", "expert_load_skew", "moe_dispatch_chunks"});
   TrainingStepSpec t;
   t.model = parse_model(w, true);
   t.seq_len = bounded_dimension(w, "seq_len");
@@ -158,6 +182,20 @@ TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std
     t.linear_dtype = *d;
   }
   t.compile = w.optional_bool("compile").value_or(false);
+  t.cp_method = parse_choice(w, "cp_method", CpMethod::allgather, {{"allgather", CpMethod::allgather}, {"ring", CpMethod::ring}});
+  t.cp_method_ignored = w.has("cp_method") && t.mesh.size(MeshDim::cp) == 1;
+  if (w.has("moe_dispatch_chunks")) {
+    const std::int64_t n = w.positive_int("moe_dispatch_chunks");
+    if (n > 64) fail_at(w.child_path("moe_dispatch_chunks"), fmt::format("{} is more than the limit 64", n));
+    if (!t.model.is_moe()) fail_at(w.child_path("moe_dispatch_chunks"), fmt::format("{} has no experts", t.model.name));
+    t.moe_dispatch_chunks = static_cast<int>(n);
+  }
+  if (w.has("expert_load_skew")) {
+    const Json& v = w.at("expert_load_skew");
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      fail_at(w.child_path("expert_load_skew"), fmt::format("must be a number >= 0, got {}", v.dump()));
+    t.expert_load_skew = v.get<double>();
+  }
   check_divisibility(t, w);
   return t;
 }
@@ -178,12 +216,19 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
   if (tp > per_node)
     fail_at("$.workload.mesh.tp", fmt::format("tp {} is larger than a node of {} GPUs; a training step keeps each TP group inside a node", tp,
                                               per_node));
+  // Dimensions inside tp in mesh_order spread its members apart; they must still share a node.
+  const GroupLayout tp_group = group_layout(step.mesh, MeshDim::tp, per_node, 0);
+  if (tp_group.nodes > 1)
+    fail_at("$.workload.mesh_order", fmt::format("places tp {} members {} ranks apart, across {} nodes of {} GPUs; a training step keeps "
+                                                 "each TP group inside a node (list tp first)",
+                                                 tp, step.mesh.stride(MeshDim::tp), tp_group.nodes, per_node));
   if (step.pipeline_settings_ignored)
     notes.push_back(step.microbatches > 1
                         ? fmt::format("pp is 1: pp_schedule and virtual_stages apply to a pipeline; the {} microbatches are gradient accumulation",
                                       step.microbatches)
                         : "pp is 1: microbatches (they do not divide the local batch), pp_schedule and virtual_stages apply to a "
                           "pipeline; the local batch runs as one pass");
+  if (step.cp_method_ignored) notes.push_back("cp is 1: cp_method applies to context parallelism and is not used");
   notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of {}; simulated: one rank per pipeline stage (the mesh is symmetric)", gpus,
                               hw.name, nodes, per_node));
   return notes;

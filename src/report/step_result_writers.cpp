@@ -39,17 +39,18 @@ std::string format_step_table(const StepResult& r) {
           : t.microbatches > 1 ? fmt::format(", gradient accumulation over {} microbatches of {}", t.microbatches, t.microbatch_sequences())
                                : "";
   const std::string linears = t.linear_dtype ? fmt::format(", {} linears", dtype_name(*t.linear_dtype)) : "";
-  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer){}, checkpoint {}{}{}\n",
-                                s.name.empty() ? "scenario" : printable(s.name), t.model.name, t.seq_len, t.local_batch, mesh_text(t),
+  const std::string cp = t.mesh.size(MeshDim::cp) > 1 ? fmt::format(", cp_method {}", cp_method_name(t.cp_method)) : "";
+  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer){}{}, checkpoint {}{}{}\n",
+                                s.name.empty() ? "scenario" : printable(s.name), t.model.name, t.seq_len, t.local_batch, mesh_text(t), cp,
                                 pipeline, checkpointing_name(t.checkpoint), linears, t.compile ? ", compiled" : "");
   out += fmt::format("{} GPUs x {}, {}; global batch {} tokens\n", s.gpus, s.hardware.name, dtype_name(s.dtype), t.global_tokens());
   out += fmt::format("{:<22} {:>10} {:>8} {:>12} {:>6} {:>9} {:>7}  {}\n", "variant", "step_ms", "speedup", "tokens/s/GPU", "MFU%",
-                     "peak_GiB", "bubble%", "exposed ms: tp fsdp dp pp");
+                     "peak_GiB", "bubble%", "exposed ms: tp cp ep fsdp dp pp");
   for (const auto& run : r.runs) {
     const auto sp = r.speedup(run);
-    out += fmt::format("{:<22} {:>10.1f} {:>8} {:>12.0f} {:>6.1f} {:>9.1f} {:>7.1f}  {:.1f} {:.1f} {:.1f} {:.1f}{}\n", run.variant,
+    out += fmt::format("{:<22} {:>10.1f} {:>8} {:>12.0f} {:>6.1f} {:>9.1f} {:>7.1f}  {:.1f} {:.1f} {:.1f} {:.1f} {:.1f} {:.1f}{}\n", run.variant,
                        ms(run.sim.makespan), sp ? fmt::format("{:.3f}x", *sp) : "-", run.tokens_per_s_per_gpu, 100 * run.mfu,
-                       gib(run.peak_memory_bytes), 100 * run.bubble_fraction, ms(exposed(run, "tp")), ms(exposed(run, "fsdp")),
+                       gib(run.peak_memory_bytes), 100 * run.bubble_fraction, ms(exposed(run, "tp")), ms(exposed(run, "cp")), ms(exposed(run, "ep")), ms(exposed(run, "fsdp")),
                        ms(exposed(run, "dp")), ms(exposed(run, "pp")), run.oom ? "  OUT OF MEMORY" : "");
   }
   for (const auto& run : r.runs)
@@ -88,7 +89,7 @@ Json step_result_json(const StepResult& r) {
     v["memory_gib"] = mem;
     v["bubble_fraction"] = round_to(run.bubble_fraction, 4);
     Json ex;
-    for (const std::string dim : {"tp", "fsdp", "dp", "pp"}) ex[dim] = round_to(ms(exposed(run, dim)), 4);
+    for (const std::string dim : {"tp", "cp", "ep", "fsdp", "dp", "pp"}) ex[dim] = round_to(ms(exposed(run, dim)), 4);
     if (exposed(run, "other") > 0) ex["other"] = round_to(ms(exposed(run, "other")), 4);
     v["exposed_comm_ms"] = ex;
     v["layer_ms"] = {{"forward", round_to(ms(run.costs.forward), 5)},
@@ -96,6 +97,10 @@ Json step_result_json(const StepResult& r) {
                      {"recompute", round_to(ms(run.costs.recompute), 5)},
                      {"output_forward", round_to(ms(run.costs.output_forward), 5)},
                      {"output_backward", round_to(ms(run.costs.output_backward), 5)}};
+    if (run.costs.moe)
+      v["moe_layer_ms"] = {{"forward", round_to(ms(run.costs.moe->forward), 5)},
+                           {"backward", round_to(ms(run.costs.moe->backward), 5)},
+                           {"recompute", round_to(ms(run.costs.moe->recompute), 5)}};
     Json coll = Json::array();
     for (const auto& c : run.plan.collectives)
       coll.push_back({{"dim", c.dim}, {"op", c.op}, {"bytes", c.bytes}, {"time_ms", round_to(ms(c.cost.time), 5)},

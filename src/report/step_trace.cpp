@@ -39,6 +39,28 @@ void traffic_counters(const StepVariantRun& run, int stage, int pid, const std::
   }
 }
 
+// Tracks for the communication inside layer passes: TP regions, CP exchanges, EP all-to-alls.
+const std::vector<std::pair<std::string, int>> inner_tracks = {{"tp", 20}, {"cp", 21}, {"ep", 22}};
+
+// A layer pass's own communication, where its simulation put it, stretched with the pass when
+// the step slowed it (collectives holding SMs).
+void layer_phases(const StepVariantRun& run, const StepTask& t, const TaskTime& tt, int pid, const std::function<void(const Json&)>& emit) {
+  const auto& phases = run.plan.phase_templates[static_cast<std::size_t>(t.phases)];
+  if (t.work <= 0 || phases.empty()) return;
+  const double scale = static_cast<double>(tt.end - tt.start) / static_cast<double>(t.work);
+  const std::string pass = t.name.substr(0, t.name.find('.'));  // "layer3"
+  for (const LayerPhase& p : phases) {
+    const Tick start = tt.start + static_cast<Tick>(static_cast<double>(p.start) * scale);
+    const Tick end = std::min(tt.end, start + static_cast<Tick>(static_cast<double>(p.duration) * scale));
+    if (end <= start) continue;
+    int tid = 20;
+    for (const auto& [dim, id] : inner_tracks)
+      if (dim == p.dim) tid = id;
+    emit({{"ph", "X"}, {"pid", pid}, {"tid", tid}, {"name", fmt::format("{}.{}", p.name, pass)}, {"cat", p.dim},
+          {"ts", trace_us(start)}, {"dur", trace_us(end) - trace_us(start)}, {"args", {{"in", t.name}}}});
+  }
+}
+
 void build(const StepResult& r, const std::function<void(const Json&)>& emit) {
   int pid = 0;
   for (const auto& run : r.runs) {
@@ -49,6 +71,9 @@ void build(const StepResult& r, const std::function<void(const Json&)>& emit) {
       for (int s = 0; s < kStepStreams; ++s)
         emit({{"ph", "M"}, {"pid", pid}, {"tid", s + 1}, {"name", "thread_name"},
               {"args", {{"name", std::string(step_stream_name(static_cast<StepStream>(s)))}}}});
+      for (const auto& [dim, tid] : inner_tracks)
+        emit({{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"},
+              {"args", {{"name", fmt::format("{} (inside layers)", dim)}}}});
       for (std::size_t i = 0; i < tasks.size(); ++i) {
         const StepTask& t = tasks[i];
         if (t.stage != stage) continue;
@@ -62,6 +87,7 @@ void build(const StepResult& r, const std::function<void(const Json&)>& emit) {
         }
         emit({{"ph", "X"}, {"pid", pid}, {"tid", static_cast<int>(t.stream) + 1}, {"name", t.name},
               {"cat", t.communication ? t.dim : "compute"}, {"ts", trace_us(tt.start)}, {"dur", trace_us(tt.end) - trace_us(tt.start)}, {"args", args}});
+        if (t.phases >= 0) layer_phases(run, t, tt, pid, emit);
       }
       traffic_counters(run, stage, pid, emit);
     }

@@ -1,9 +1,13 @@
 #include "tpsim/step/layer_costs.hpp"
 
+#include <algorithm>
+#include <map>
 #include <tuple>
 
 #include "tpsim/analysis/metrics.hpp"
 #include "tpsim/runtime/executor.hpp"
+#include "tpsim/step/context_parallel.hpp"
+#include "tpsim/step/expert_parallel.hpp"
 #include "tpsim/step/group_collective.hpp"
 #include "tpsim/strategies/registry.hpp"
 
@@ -16,7 +20,14 @@ Tick makespan(const Dag& dag, const HardwareSpec& hw) {
   return analyze(dag, tl).makespan;
 }
 
-Scenario layer_scenario(const Scenario& s, Pass pass, int layers) {
+// The TP group's layer workload: "transformer_layer", or for a MoE layer its "attention" and
+// the shared experts as an "ffn" of their combined width.
+struct LayerPart {
+  std::string op = "transformer_layer";
+  std::int64_t ffn_hidden = 0;  // 0: the model's
+};
+
+Scenario layer_scenario(const Scenario& s, Pass pass, int layers, const LayerPart& part) {
   const TrainingStepSpec& t = s.workload.step;
   Scenario sub;
   sub.name = s.name;
@@ -24,10 +35,13 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers) {
   sub.gpus = t.mesh.size(MeshDim::tp);
   sub.dtype = s.dtype;
   sub.software = s.software;
-  sub.workload.op = "transformer_layer";
+  sub.workload.op = part.op;
   sub.workload.model = t.model;
-  sub.workload.tokens = t.microbatch_tokens();
-  sub.workload.seq_len = t.seq_len;
+  if (part.ffn_hidden > 0) sub.workload.model.ffn_hidden = part.ffn_hidden;
+  // With context parallelism the TP group holds 1/cp of the tokens, and its layer runs the
+  // first (local) block of the attention loop; the rest comes from the CP simulation.
+  sub.workload.tokens = t.rank_tokens();
+  sub.workload.seq_len = t.seq_len / t.mesh.size(MeshDim::cp);
   sub.workload.pass = pass;
   sub.workload.layers = layers;
   sub.workload.linear_dtype = t.linear_dtype;
@@ -35,13 +49,73 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers) {
   return sub;
 }
 
+struct PassCost {
+  Tick time = 0, exposed = 0;       // per layer in steady state; TP communication left exposed
+  std::vector<LayerPhase> phases;   // its TP regions' communication on rank 0
+  Tick attention_start = 0;         // when its attention kernel starts (CP's loop runs from there)
+};
+
+// A TP region's name: the op name up to its first communication step ("attention.qkv" of
+// "attention.qkv.pull.shard1" or "attention.qkv.all_gather").
+std::string region_of(const std::string& op) {
+  static const std::vector<std::string> verbs = {"all_gather", "reduce_scatter", "all_reduce", "barrier", "pull", "push", "copy",
+                                                 "send", "recv", "sendrecv", "ring", "step", "fused", "reduce"};
+  std::string region;
+  std::size_t from = 0;
+  while (from <= op.size()) {
+    const std::size_t dot = std::min(op.find('.', from), op.size());
+    const std::string part = op.substr(from, dot - from);
+    if (std::find(verbs.begin(), verbs.end(), part) != verbs.end()) break;
+    region += (region.empty() ? "" : ".") + part;
+    from = dot + 1;
+  }
+  return region.empty() ? op : region;
+}
+
 // Per layer in steady state: the second layer's increment, so the first launch's ramp
-// is not charged to every layer. Also the TP communication a layer leaves exposed.
-std::pair<Tick, Tick> per_layer(const Scenario& s, const std::string& variant, Pass pass) {
-  const Dag one_dag = build_dag(layer_scenario(s, pass, 1), variant);
-  const VariantMetrics one = analyze(one_dag, execute(one_dag, s.hardware, false));
-  const Tick two = makespan(build_dag(layer_scenario(s, pass, 2), variant), s.hardware);
-  return {two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm};
+// is not charged to every layer. Also the TP communication a layer leaves exposed, and
+// where each region's communication falls.
+PassCost per_layer(const Scenario& s, const std::string& variant, Pass pass, const LayerPart& part = {}) {
+  const Dag one_dag = build_dag(layer_scenario(s, pass, 1, part), variant);
+  const Timeline tl = execute(one_dag, s.hardware, false);
+  const VariantMetrics one = analyze(one_dag, tl);
+  const Tick two = makespan(build_dag(layer_scenario(s, pass, 2, part), variant), s.hardware);
+  PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0};
+  std::map<std::string, std::pair<Tick, Tick>> spans;  // region -> first start, last end
+  std::vector<std::string> order;
+  for (OpId id : one_dag.program(0)) {
+    const Op& op = one_dag.op(id);
+    const OpTiming& ot = tl.ops[id];
+    if (std::holds_alternative<AttentionOp>(op.payload)) c.attention_start = ot.start;
+    const OpClass k = op_class(op);
+    if (k != OpClass::communication && k != OpClass::synchronization) continue;
+    const std::string region = "tp." + region_of(op.name);
+    auto [it, fresh] = spans.try_emplace(region, ot.start, ot.end);
+    if (fresh) order.push_back(region);
+    it->second.first = std::min(it->second.first, ot.start);
+    it->second.second = std::max(it->second.second, ot.end);
+  }
+  for (const auto& r : order) c.phases.push_back({r, "tp", spans[r].first, spans[r].second - spans[r].first});
+  return c;
+}
+
+// `phases` shifted by `by`, appended to `out`.
+void append(std::vector<LayerPhase>& out, const std::vector<LayerPhase>& phases, Tick by) {
+  for (LayerPhase p : phases) {
+    p.start += by;
+    out.push_back(std::move(p));
+  }
+}
+
+// A pass's TP phases with CP's loop put in at its attention: what follows moves by the loop's extra time.
+std::vector<LayerPhase> with_cp(const PassCost& pass, const CpAttentionCost& cp) {
+  std::vector<LayerPhase> out;
+  for (LayerPhase p : pass.phases) {
+    if (p.start > pass.attention_start) p.start += cp.extra();
+    out.push_back(std::move(p));
+  }
+  append(out, cp.phases, pass.attention_start);
+  return out;
 }
 
 Tick elementwise_time(const HardwareSpec& hw, const std::vector<ElementwiseOp>& ops) {
@@ -62,20 +136,79 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   const HardwareSpec& hw = s.hardware;
   const int tp = t.mesh.size(MeshDim::tp);
   const double e = dtype_bytes(s.dtype);
-  const std::int64_t tokens = t.microbatch_tokens(), rows = tokens / tp;
+  const std::int64_t tokens = t.rank_tokens(), rows = tokens / tp;
   const std::int64_t h = t.model.hidden, f = t.model.ffn_hidden / tp;
   LayerCosts c;
-  std::tie(c.forward, c.forward_exposed_comm) = per_layer(s, variant, Pass::forward);
-  std::tie(c.backward, c.backward_exposed_comm) = per_layer(s, variant, Pass::backward);
+  const PassCost lf = per_layer(s, variant, Pass::forward), lb = per_layer(s, variant, Pass::backward);
+  c.forward = lf.time, c.forward_exposed_comm = lf.exposed;
+  c.backward = lb.time, c.backward_exposed_comm = lb.exposed;
+  CpAttentionCost cpf, cpb;  // empty without context parallelism
+  if (t.mesh.size(MeshDim::cp) > 1) {
+    cpf = simulate_cp_attention(t, hw, s.dtype, false), cpb = simulate_cp_attention(t, hw, s.dtype, true);
+    c.cp_forward_exposed = cpf.exposed();
+    c.cp_backward_exposed = cpb.exposed();
+    c.cp_collectives = cpf.collectives;
+    for (const auto& x : cpb.collectives)
+      if (x.op != cpf.collectives.front().op) c.cp_collectives.push_back(x);
+  }
+  const Tick cp_forward = cpf.extra(), cp_backward = cpb.extra();
+  c.forward += cp_forward;
+  c.backward += cp_backward;
+  c.forward_phases = with_cp(lf, cpf);
+  c.backward_phases = with_cp(lb, cpb);
+  // Selective checkpointing recomputes the norm outputs and the FFN activation (GEMM outputs
+  // kept): the same kernels as the layer's forward (strategies/layer.cpp).
+  const auto selective = [&](double activation_rows, std::int64_t width) {
+    return elementwise_time(hw, {ElementwiseOp{rows * h * e, rows * h * e}, ElementwiseOp{rows * h * e, rows * h * e},
+                                 ElementwiseOp{t.model.ffn_up_projections() * activation_rows * width * e, activation_rows * width * e}});
+  };
   switch (t.checkpoint) {
     case Checkpointing::none: break;
     case Checkpointing::full: c.recompute = c.forward; break;
-    case Checkpointing::selective:
-      // Norm outputs and the FFN activation are recomputed (GEMM outputs kept): the
-      // same kernels as the layer's forward (strategies/layer.cpp).
-      c.recompute = elementwise_time(hw, {ElementwiseOp{rows * h * e, rows * h * e}, ElementwiseOp{rows * h * e, rows * h * e},
-                                          ElementwiseOp{t.model.ffn_up_projections() * tokens * f * e, 1.0 * tokens * f * e}});
-      break;
+    case Checkpointing::selective: c.recompute = selective(static_cast<double>(tokens), f); break;
+  }
+  if (t.model.is_moe()) {
+    // A MoE layer: attention, the shared experts as a dense FFN of their combined width, and
+    // the routed experts (expert_parallel).
+    LayerMoeCosts& m = c.moe.emplace();
+    const LayerPart attention{"attention", 0};
+    const PassCost af = per_layer(s, variant, Pass::forward, attention), ab = per_layer(s, variant, Pass::backward, attention);
+    m.forward = af.time + cp_forward, m.backward = ab.time + cp_backward;
+    m.tp_forward_exposed = af.exposed, m.tp_backward_exposed = ab.exposed;
+    // Forward: attention, shared experts, routed experts; backward the other way round.
+    m.forward_phases = with_cp(af, cpf);
+    std::vector<LayerPhase> ffn_backward;
+    Tick ffn_backward_time = 0;
+    const std::int64_t shared = t.model.moe.shared_experts * t.model.moe.expert_ffn_hidden;
+    if (shared > 0) {
+      const LayerPart ffn{"ffn", shared};
+      const PassCost sf = per_layer(s, variant, Pass::forward, ffn), sb = per_layer(s, variant, Pass::backward, ffn);
+      append(m.forward_phases, sf.phases, m.forward);
+      ffn_backward = sb.phases;
+      ffn_backward_time = sb.time;
+      m.forward += sf.time, m.backward += sb.time, m.tp_forward_exposed += sf.exposed, m.tp_backward_exposed += sb.exposed;
+    }
+    const MoeLayerCost r = simulate_moe_layer(t, hw, s.dtype, shared == 0);
+    append(m.forward_phases, r.forward_phases, m.forward);
+    append(ffn_backward, r.backward_phases, ffn_backward_time);
+    append(ffn_backward, with_cp(ab, cpb), ffn_backward_time + r.backward);
+    m.backward_phases = std::move(ffn_backward);
+    m.forward += r.forward;
+    m.backward += r.backward;
+    m.tp_forward_exposed += r.forward_tp;
+    m.tp_backward_exposed += r.backward_tp;
+    m.ep_forward_exposed = r.forward_all_to_all;
+    m.ep_backward_exposed = r.backward_all_to_all;
+    m.collectives = r.collectives;
+    const ExpertLoad load = expert_load(t);
+    switch (t.checkpoint) {
+      case Checkpointing::none: break;
+      case Checkpointing::full: m.recompute = m.forward; break;
+      case Checkpointing::selective:
+        m.recompute = selective(load.rank_slots, t.model.moe.expert_ffn_hidden / tp) +
+                      (shared > 0 ? selective(static_cast<double>(tokens), shared / tp) : 0);
+        break;
+    }
   }
   // Embedding: a row gather forward, a scatter-add of the gradient backward (this rank's sequence shard).
   c.embedding_forward = elementwise_time(hw, {ElementwiseOp{rows * h * e, rows * h * e}});

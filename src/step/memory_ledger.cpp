@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tpsim/step/context_parallel.hpp"
+
 namespace tpsim {
 
 double MemoryLedger::total() const {
@@ -10,30 +12,38 @@ double MemoryLedger::total() const {
   return t;
 }
 
-double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode, double element_bytes) {
+double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode, double element_bytes, bool moe) {
   const auto& m = t.model;
   const double tp = t.mesh.size(MeshDim::tp);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.q_width()), f = static_cast<double>(m.ffn_hidden);
   // KV heads are replicated when there are fewer than TP ranks.
   const double kv = static_cast<double>(m.kv_width()) * std::max(1.0, tp / static_cast<double>(m.kv_heads)) ;
-  const double tokens = static_cast<double>(t.microbatch_tokens());
+  const double tokens = static_cast<double>(t.rank_tokens());
   const double up = m.ffn_up_projections();
+  double ffn_kept = up * f, ffn_recomputed = f;  // up projections kept; the activation's output recomputed by selective
+  if (moe) {
+    const auto& x = m.moe;
+    const double shared = static_cast<double>(x.shared_experts * x.expert_ffn_hidden), ef = static_cast<double>(x.expert_ffn_hidden);
+    const double k = static_cast<double>(x.top_k);
+    // Per token, top_k routed slots: the dispatched input (every TP rank holds each slot's
+    // whole hidden vector, hence x tp before the / tp below) and the expert FFN's outputs.
+    ffn_kept = up * shared + k * (h * tp + up * ef);
+    ffn_recomputed = shared + k * ef;
+  }
   double per_token = 0;  // elements on one TP rank, times tp
   switch (mode) {
-    case Checkpointing::none: per_token = 4 * h + q + 2 * kv + q + (up + 1) * f; break;  // up projections and the activation's output
-    case Checkpointing::selective: per_token = 2 * h + q + 2 * kv + q + up * f; break;
+    case Checkpointing::none: per_token = 4 * h + q + 2 * kv + q + ffn_kept + ffn_recomputed; break;
+    case Checkpointing::selective: per_token = 2 * h + q + 2 * kv + q + ffn_kept; break;
     case Checkpointing::full: per_token = h; break;
   }
   return tokens * per_token / tp * element_bytes;
 }
 
 MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in, const HardwareSpec& hw, double e) {
-  const double tp = t.mesh.size(MeshDim::tp), fsdp = t.mesh.size(MeshDim::fsdp);
+  const double fsdp = t.shard_ranks();
   const bool pp = t.mesh.size(MeshDim::pp) > 1;
-  const double local = in.params / tp;  // this rank's share before FSDP sharding
-  const double shard = local / fsdp;
+  const double local = in.local_params, shard = in.shard_params;
   const double grad_bytes = dtype_bytes(t.grad_reduce_dtype);
-  const double layer = t.model.layer_params();  // every decoder layer has the same weights
   MemoryLedger l;
   l.parts.emplace_back("parameters (fp32 shard)", 4 * shard);
   l.parts.emplace_back("gradients (fp32 shard)", 4 * shard);
@@ -42,19 +52,29 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     // With a pipeline, torchtitan keeps gathered parameters from forward to backward
     // (reshard_after_forward is off); otherwise two layers are gathered at a time
     // (the one running and the one prefetched).
-    const double gathered = pp ? local : 2 * layer / tp;
+    const double gathered = pp ? local : 2 * in.largest_layer;
     l.parts.emplace_back("FSDP gathered parameters (bf16)", e * gathered);
-    l.parts.emplace_back("FSDP unsharded gradients", grad_bytes * 2 * layer / tp);
+    l.parts.emplace_back("FSDP unsharded gradients", grad_bytes * 2 * in.largest_layer);
   }
   double act = in.peak_activations;
   // Full checkpointing rebuilds one layer's activations at a time inside backward.
-  if (t.checkpoint == Checkpointing::full) act += activation_bytes_per_layer(t, Checkpointing::none, e);
+  if (t.checkpoint == Checkpointing::full) act += activation_bytes_per_layer(t, Checkpointing::none, e, t.model.is_moe());
   l.parts.emplace_back("activations", act);
   l.peak_activations = act;
   if (in.last_stage) {
     // bf16 logits and their fp32 softmax for this rank's vocabulary shard.
     const double v = static_cast<double>((t.model.vocab + t.mesh.size(MeshDim::tp) - 1) / t.mesh.size(MeshDim::tp));
-    l.parts.emplace_back("logits and loss", static_cast<double>(t.microbatch_tokens()) * v * (e + 4));
+    l.parts.emplace_back("logits and loss", static_cast<double>(t.rank_tokens()) * v * (e + 4));
+  }
+  const int cp = t.mesh.size(MeshDim::cp);
+  if (cp > 1) {
+    // One layer's attention at a time: allgather holds every rank's K/V block; a ring the
+    // block it computes on and the one arriving. Backward adds the fp32 dK/dV accumulators
+    // and the copy of them in flight.
+    const double kv = cp_kv_block_bytes(t, e);
+    const double blocks = t.cp_method == CpMethod::allgather ? cp : 2;
+    const double f32_kv = kv * 4 / e;
+    l.parts.emplace_back("context-parallel K/V buffers", blocks * kv + 2 * f32_kv);
   }
   l.parts.emplace_back("framework reserved", hw.memory.framework_reserved_bytes);
   return l;

@@ -25,17 +25,19 @@ class ProgramBuilder {
       : t_(t), c_(c), hw_(hw), e_(dtype_bytes(dtype)) {
     pp_ = t.mesh.size(MeshDim::pp);
     tp_ = t.mesh.size(MeshDim::tp);
-    fsdp_ = t.mesh.size(MeshDim::fsdp);
+    fsdp_ = t.shard_ranks();
+    ep_ = t.mesh.size(MeshDim::ep);
     dp_ = t.mesh.size(MeshDim::dp);
     plan_.program.stages = pp_;
     plan_.program.sm_count = hw.sm.count;
     split_layers();
     price_collectives();
+    phase_templates();
   }
 
   StepPlan build() {
     for (int r = 0; r < pp_; ++r) {
-      plan_.stage_params.push_back(stage_params(r));
+      plan_.stages.push_back(stage_params(r));
       build_rank(r);
     }
     for (const auto& [task, key] : pending_) {
@@ -61,13 +63,13 @@ class ProgramBuilder {
     plan_.last_stage = (chunks - 1) % pp_;
   }
 
-  GroupLayout layout(MeshDim d) const {
+  GroupLayout layout(std::vector<MeshDim> dims) const {
     const int leaf = hw_.cluster.present() ? hw_.cluster.nodes_per_leaf : 0;
-    return group_layout(t_.mesh, d, hw_.fabric.gpus_per_node, leaf);
+    return group_layout(t_.mesh, dims, hw_.fabric.gpus_per_node, leaf);
   }
 
   Charge price(const std::string& dim, const std::string& op, GroupOp kind, double bytes, const GroupLayout& g) {
-    StepCollective sc{dim, op, bytes, group_collective_cost(kind, bytes, g, hw_), 0};
+    StepCollective sc{dim, op, bytes, group_collective_cost(kind, bytes, g, hw_)};
     plan_.collectives.push_back(sc);
     return {sc.cost.time, sc.cost.tier, sc.cost.channels, sc.cost.wire_bytes};
   }
@@ -75,45 +77,59 @@ class ProgramBuilder {
   void price_collectives() {
     const double layer = t_.model.layer_params() / tp_;
     const double grad = dtype_bytes(t_.grad_reduce_dtype);
+    const bool moe = t_.model.is_moe() && c_.moe.has_value();
+    // A MoE layer's weights on this rank: those every rank holds, and its ep share of the routed experts.
+    const double moe_dense = t_.model.moe_dense_params() / tp_, moe_routed = t_.model.routed_expert_params() / tp_ / ep_;
+    const bool dense = !moe || t_.model.moe_layers() < t_.model.layers;  // only what some layer pays is listed
     if (fsdp_ > 1) {
-      const GroupLayout g = layout(MeshDim::fsdp);
-      gather_ = price("fsdp", "all_gather", GroupOp::all_gather, layer * e_, g);
-      reduce_ = price("fsdp", "reduce_scatter", GroupOp::reduce_scatter, layer * grad, g);
+      const GroupLayout g = layout({MeshDim::cp, MeshDim::ep, MeshDim::fsdp});
+      if (dense) {
+        gather_ = price("fsdp", "all_gather", GroupOp::all_gather, layer * e_, g);
+        reduce_ = price("fsdp", "reduce_scatter", GroupOp::reduce_scatter, layer * grad, g);
+      }
+      if (moe) {
+        const GroupLayout x = layout({MeshDim::cp, MeshDim::fsdp});
+        gather_moe_ = add(price("fsdp", "all_gather (MoE layer, shared weights)", GroupOp::all_gather, moe_dense * e_, g),
+                          price("fsdp", "all_gather (MoE layer, routed experts)", GroupOp::all_gather, moe_routed * e_, x));
+        reduce_moe_ = add(price("fsdp", "reduce_scatter (MoE layer, shared weights)", GroupOp::reduce_scatter, moe_dense * grad, g),
+                          price("fsdp", "reduce_scatter (MoE layer, routed experts)", GroupOp::reduce_scatter, moe_routed * grad, x));
+      }
       // The embedding and output layer are their own FSDP units in torchtitan; charged with the first and last layer.
       const double extra = t_.model.embedding_params() / tp_;
       gather_edge_ = price("fsdp", "all_gather (embedding or output layer)", GroupOp::all_gather, extra * e_, g);
       reduce_edge_ = price("fsdp", "reduce_scatter (embedding or output layer)", GroupOp::reduce_scatter, extra * grad, g);
     }
     if (dp_ > 1) {
-      const GroupLayout g = layout(MeshDim::dp);
-      all_reduce_ = price("dp", "all_reduce", GroupOp::all_reduce, layer / fsdp_ * grad, g);
+      const GroupLayout g = layout({MeshDim::dp});
+      if (dense) all_reduce_ = price("dp", "all_reduce", GroupOp::all_reduce, layer / fsdp_ * grad, g);
+      if (moe)
+        all_reduce_moe_ = price("dp", "all_reduce (MoE layer)", GroupOp::all_reduce,
+                                (moe_dense / fsdp_ + moe_routed / t_.expert_shard_ranks()) * grad, g);
       all_reduce_edge_ = price("dp", "all_reduce (embedding or output layer)", GroupOp::all_reduce,
                                t_.model.embedding_params() / tp_ / fsdp_ * grad, g);
     }
     if (pp_ > 1) {
-      const double act = static_cast<double>(t_.microbatch_tokens()) / tp_ * static_cast<double>(t_.model.hidden) * e_;
-      send_ = price("pp", "send_recv", GroupOp::send_recv, act, layout(MeshDim::pp));
+      const double act = static_cast<double>(t_.rank_tokens()) / tp_ * static_cast<double>(t_.model.hidden) * e_;
+      send_ = price("pp", "send_recv", GroupOp::send_recv, act, layout({MeshDim::pp}));
     }
+    // CP's K/V exchanges and EP's all-to-alls run inside the layers (layer_costs); listed as charged.
+    for (const auto& x : c_.cp_collectives) plan_.collectives.push_back(x);
+    if (moe)
+      for (const auto& x : c_.moe->collectives) plan_.collectives.push_back(x);
   }
 
   int comm(int stage, StepStream stream, const std::string& dim, std::string name, const Charge& ch, std::vector<int> deps) {
-    StepTask task;
+    GroupCollectiveCost cost;
+    cost.time = ch.work, cost.tier = ch.tier, cost.channels = ch.sms, cost.wire_bytes = ch.wire_bytes;
+    StepTask task = communication_task(stream, std::move(name), dim, cost, std::move(deps));
     task.stage = stage;
-    task.stream = stream;
-    task.name = std::move(name);
-    task.dim = dim;
-    task.work = ch.work;
-    task.communication = true;
-    task.tier = ch.tier;
-    task.sms = ch.sms;
-    task.wire_bytes = ch.wire_bytes;
-    task.deps = std::move(deps);
     return plan_.program.add(std::move(task));
   }
 
-  int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps) {
+  int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, int phases = -1) {
     StepTask task;
     task.stage = stage;
+    task.phases = phases;
     task.name = std::move(name);
     task.work = work;
     task.activation_bytes = activation;
@@ -135,7 +151,8 @@ class ProgramBuilder {
     history_.clear();
     const int last_chunk = t_.chunks() - 1;
     const bool keep = pp_ > 1;  // gathered parameters kept from forward to backward
-    const double act = activation_bytes_per_layer(t_, t_.checkpoint, e_);
+    const double dense_act = activation_bytes_per_layer(t_, t_.checkpoint, e_, false);
+    const double moe_act = activation_bytes_per_layer(t_, t_.checkpoint, e_, true);
     std::map<int, bool> gathered;
     std::map<int, int> backwards_seen;
     int last_reduce = -1, last_all_reduce = -1;
@@ -147,13 +164,17 @@ class ProgramBuilder {
         for (std::size_t i = 0; i < layers.size(); ++i) {
           const int l = layers[i];
           std::vector<int> deps;
+          const bool moe = is_moe(l);
           if (fsdp_ > 1 && !(keep && gathered[l])) {
             gathered[l] = true;
-            const Charge ch = edge(l) ? add(gather_, gather_edge_) : gather_;
+            const Charge& g = moe ? gather_moe_ : gather_;
+            const Charge ch = edge(l) ? add(g, gather_edge_) : g;
             deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fmt::format("fsdp.all_gather.layer{}", l), ch, gather_window()));
           }
-          const Tick work = c_.forward + (l == 0 ? c_.embedding_forward : 0) + (l == t_.model.layers - 1 ? c_.output_forward : 0);
-          last = compute(rank, fmt::format("layer{}.forward.{}", l, mb), work, act, deps);
+          const Tick work = (moe ? c_.moe->forward : c_.forward) + (l == 0 ? c_.embedding_forward : 0) +
+                            (l == t_.model.layers - 1 ? c_.output_forward : 0);
+          last = compute(rank, fmt::format("layer{}.forward.{}", l, mb), work, moe ? moe_act : dense_act, deps, moe ? 2 : 0);
+          ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
         if (w.chunk < last_chunk)
@@ -164,22 +185,27 @@ class ProgramBuilder {
         for (std::size_t i = layers.size(); i-- > 0;) {
           const int l = layers[i];
           std::vector<int> deps;
+          const bool moe = is_moe(l);
           if (fsdp_ > 1 && !keep) {
-            const Charge ch = edge(l) ? add(gather_, gather_edge_) : gather_;
+            const Charge& g = moe ? gather_moe_ : gather_;
+            const Charge ch = edge(l) ? add(g, gather_edge_) : g;
             deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fmt::format("fsdp.all_gather.layer{}.backward", l), ch, gather_window()));
           }
-          const Tick work = c_.backward + c_.recompute + (l == 0 ? c_.embedding_backward : 0) +
-                            (l == t_.model.layers - 1 ? c_.output_backward : 0);
-          last = compute(rank, fmt::format("layer{}.backward.{}", l, mb), work, -act, deps);
+          const Tick work = (moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute) +
+                            (l == 0 ? c_.embedding_backward : 0) + (l == t_.model.layers - 1 ? c_.output_backward : 0);
+          last = compute(rank, fmt::format("layer{}.backward.{}", l, mb), work, -(moe ? moe_act : dense_act), deps, moe ? 3 : 1);
+          ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
           if (i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
           int grads_ready = last;
           if (fsdp_ > 1 && (!keep || final_backward)) {
-            const Charge ch = edge(l) ? add(reduce_, reduce_edge_) : reduce_;
+            const Charge& r = moe ? reduce_moe_ : reduce_;
+            const Charge ch = edge(l) ? add(r, reduce_edge_) : r;
             grads_ready = last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", fmt::format("fsdp.reduce_scatter.layer{}", l), ch, {last});
           }
           // DDP reduces once, after the last microbatch; HSDP after every reduce-scatter.
           if (dp_ > 1 && ((fsdp_ > 1 && grads_ready != last) || (fsdp_ == 1 && final_backward))) {
-            const Charge ch = edge(l) ? add(all_reduce_, all_reduce_edge_) : all_reduce_;
+            const Charge& a = moe ? all_reduce_moe_ : all_reduce_;
+            const Charge ch = edge(l) ? add(a, all_reduce_edge_) : a;
             last_all_reduce = comm(rank, StepStream::dp_reduce, "dp", fmt::format("dp.all_reduce.layer{}", l), ch, {grads_ready});
           }
         }
@@ -191,16 +217,43 @@ class ProgramBuilder {
     std::vector<int> deps;
     if (last_reduce >= 0) deps.push_back(last_reduce);
     if (last_all_reduce >= 0) deps.push_back(last_all_reduce);
-    compute(rank, "optimizer.step", optimizer_time(hw_, plan_.stage_params[static_cast<std::size_t>(rank)] / tp_ / fsdp_), 0, deps);
+    compute(rank, "optimizer.step", optimizer_time(hw_, plan_.stages[static_cast<std::size_t>(rank)].shard), 0, deps);
   }
 
-  double stage_params(int rank) const {
-    double p = 0;
+  // Backward passes start with the recomputation checkpointing adds (full: the forward again).
+  void phase_templates() {
+    const auto backward = [&](const std::vector<LayerPhase>& f, const std::vector<LayerPhase>& b, Tick recompute) {
+      std::vector<LayerPhase> out = t_.checkpoint == Checkpointing::full ? f : std::vector<LayerPhase>{};
+      for (LayerPhase p : b) {
+        p.start += recompute;
+        out.push_back(std::move(p));
+      }
+      return out;
+    };
+    auto& tpl = plan_.phase_templates;
+    tpl = {c_.forward_phases, backward(c_.forward_phases, c_.backward_phases, c_.recompute)};
+    if (c_.moe) {
+      tpl.push_back(c_.moe->forward_phases);
+      tpl.push_back(backward(c_.moe->forward_phases, c_.moe->backward_phases, c_.moe->recompute));
+    }
+  }
+
+  bool is_moe(int layer) const { return c_.moe.has_value() && t_.model.moe_layer(layer); }
+
+  // A stage's parameters on one of its ranks after TP and EP, and that rank's FSDP shard; and
+  // its largest layer on this rank (what FSDP gathers at a time).
+  StageParams stage_params(int rank) const {
+    StageParams p;
+    const double e = t_.model.embedding_params();
     for (int c = rank; c < t_.chunks(); c += pp_)
       for (int l : plan_.layers_of_chunk[static_cast<std::size_t>(c)]) {
-        p += t_.model.layer_params();
-        if (l == 0) p += t_.model.embedding_params();                   // token embedding
-        if (l == t_.model.layers - 1) p += t_.model.embedding_params();  // output projection (untied)
+        double everyone = t_.model.layer_params(), routed = 0;
+        if (t_.model.moe_layer(l)) everyone = t_.model.moe_dense_params(), routed = t_.model.routed_expert_params() / ep_;
+        p.largest_layer = std::max(p.largest_layer, (everyone + routed) / tp_);
+        if (l == 0) everyone += e;                   // token embedding
+        if (l == t_.model.layers - 1) everyone += e;  // output projection (untied)
+        p.local += (everyone + routed) / tp_;
+        p.shard += everyone / tp_ / fsdp_ + routed / tp_ / t_.expert_shard_ranks();
       }
     return p;
   }
@@ -214,8 +267,9 @@ class ProgramBuilder {
   const LayerCosts& c_;
   const HardwareSpec& hw_;
   double e_;
-  int pp_ = 1, tp_ = 1, fsdp_ = 1, dp_ = 1;
+  int pp_ = 1, tp_ = 1, fsdp_ = 1, dp_ = 1, ep_ = 1;
   Charge gather_, reduce_, gather_edge_, reduce_edge_, all_reduce_, all_reduce_edge_, send_;
+  Charge gather_moe_, reduce_moe_, all_reduce_moe_;
   StepPlan plan_;
   std::vector<int> history_;
   std::map<std::int64_t, int> sends_;

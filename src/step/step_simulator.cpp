@@ -15,8 +15,25 @@ std::string_view step_stream_name(StepStream s) {
     case StepStream::dp_reduce: return "dp all-reduce";
     case StepStream::pp_forward: return "pp send (activations)";
     case StepStream::pp_backward: return "pp send (gradients)";
+    case StepStream::cp: return "cp K/V exchange";
+    case StepStream::ep: return "ep all-to-all";
   }
   return "?";
+}
+
+StepTask communication_task(StepStream stream, std::string name, std::string dim, const GroupCollectiveCost& cost,
+                            std::vector<int> deps) {
+  StepTask task;
+  task.stream = stream;
+  task.name = std::move(name);
+  task.dim = std::move(dim);
+  task.work = cost.time;
+  task.communication = true;
+  task.tier = cost.tier;
+  task.sms = cost.channels;
+  task.wire_bytes = cost.wire_bytes;
+  task.deps = std::move(deps);
+  return task;
 }
 
 namespace {
@@ -53,9 +70,8 @@ class StepRun {
   }
 
   StepSimulation run() {
-    std::size_t done = 0;
     start_ready();
-    while (done < n_) {
+    while (done_ < n_) {
       if (running_.empty()) throw std::logic_error("training step program is stuck (a dependency cycle)");
       // Next finish at the current rates.
       Tick next = kTickMax;
@@ -71,7 +87,7 @@ class StepRun {
       now_ = next;
       running_ = std::move(still);
       ++result_.events;
-      for (int t : finished) finish(t), ++done;
+      for (int t : finished) finish(t);
       start_ready();
     }
     for (const auto& st : result_.stages) result_.makespan = std::max(result_.makespan, st.end);
@@ -174,6 +190,7 @@ class StepRun {
     const StepTask& t = p_.tasks[static_cast<std::size_t>(task)];
     auto& tt = result_.times[static_cast<std::size_t>(task)];
     tt.end = now_;
+    ++done_;  // here, not in the event loop: zero-work tasks also end inside start_ready
     busy_[queue_of(t)] = false;
     ++head_[queue_of(t)];
     auto& st = result_.stages[static_cast<std::size_t>(t.stage)];
@@ -193,6 +210,7 @@ class StepRun {
 
   const StepProgram& p_;
   std::size_t n_;
+  std::size_t done_ = 0;
   std::vector<std::vector<int>> queues_;
   std::vector<std::size_t> head_;
   std::vector<bool> busy_;

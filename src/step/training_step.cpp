@@ -11,7 +11,8 @@ std::optional<double> StepResult::speedup(const StepVariantRun& run) const {
 
 double model_flops_per_token(const TrainingStepSpec& t) {
   const auto& m = t.model;
-  const double weights = static_cast<double>(m.layers) * m.layer_params() + m.embedding_params();
+  double weights = m.embedding_params();  // the output projection (the embedding is a lookup)
+  for (std::int64_t l = 0; l < m.layers; ++l) weights += m.active_layer_params(l);
   const double attention = static_cast<double>(m.layers) * 6.0 * static_cast<double>(t.seq_len) * static_cast<double>(m.q_width());
   return 6.0 * weights + attention;
 }
@@ -27,7 +28,10 @@ StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, c
   const int stages = t.mesh.size(MeshDim::pp);
   for (int r = 0; r < stages; ++r) {
     StageMemoryInput in;
-    in.params = run.plan.stage_params[static_cast<std::size_t>(r)];
+    const StageParams& p = run.plan.stages[static_cast<std::size_t>(r)];
+    in.local_params = p.local;
+    in.shard_params = p.shard;
+    in.largest_layer = p.largest_layer;
     in.peak_activations = run.sim.stages[static_cast<std::size_t>(r)].peak_activation_bytes;
     in.last_stage = r == run.plan.last_stage;
     run.memory.push_back(stage_memory(t, in, s.hardware, e));
@@ -44,15 +48,26 @@ StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, c
     for (const auto& [cause, idle] : st.idle_by_cause) exposed[cause] += static_cast<double>(idle) / stages;
   if (stages > 1) run.bubble_fraction = exposed["pp"] / static_cast<double>(run.sim.makespan);
   for (const auto& [cause, idle] : exposed) run.exposed_comm[cause] = static_cast<Tick>(idle);
-  // TP communication is exposed inside every layer pass (the block-level simulation's own figure).
-  double passes_f = 0, passes_b = 0;
-  for (const auto& task : run.plan.program.tasks) {
-    if (task.communication) continue;
-    if (task.name.find(".forward.") != std::string::npos) passes_f += 1.0 / stages;
-    if (task.name.find(".backward.") != std::string::npos) passes_b += 1.0 / stages;
+  // TP, CP and EP communication is exposed inside every layer pass (the block-level, CP and
+  // MoE simulations' own figures), per stage on average. Full checkpointing runs every
+  // layer's forward again inside its backward.
+  const bool full = t.checkpoint == Checkpointing::full;
+  const auto inside = [&](const LayerPasses& p, Tick fwd, Tick bwd) {
+    const double f = p.forward / stages, b = p.backward / stages;
+    return (f + (full ? b : 0)) * static_cast<double>(fwd) + b * static_cast<double>(bwd);
+  };
+  const LayerPasses& dense = run.plan.dense_passes;
+  const LayerPasses& moe = run.plan.moe_passes;
+  double tp = inside(dense, run.costs.forward_exposed_comm, run.costs.backward_exposed_comm);
+  if (run.costs.moe) {
+    tp += inside(moe, run.costs.moe->tp_forward_exposed, run.costs.moe->tp_backward_exposed);
+    run.exposed_comm["ep"] = static_cast<Tick>(inside(moe, run.costs.moe->ep_forward_exposed, run.costs.moe->ep_backward_exposed));
   }
-  run.exposed_comm["tp"] = static_cast<Tick>(passes_f * static_cast<double>(run.costs.forward_exposed_comm) +
-                                              passes_b * static_cast<double>(run.costs.backward_exposed_comm));
+  run.exposed_comm["tp"] = static_cast<Tick>(tp);
+  if (t.mesh.size(MeshDim::cp) > 1) {
+    LayerPasses all{dense.forward + moe.forward, dense.backward + moe.backward};
+    run.exposed_comm["cp"] = static_cast<Tick>(inside(all, run.costs.cp_forward_exposed, run.costs.cp_backward_exposed));
+  }
   return run;
 }
 

@@ -56,4 +56,6 @@ std::string_view pipeline_schedule_name(PipelineSchedule p) {
   return "?";
 }
 
+std::string_view cp_method_name(CpMethod m) { return m == CpMethod::allgather ? "allgather" : "ring"; }
+
 }  // namespace tpsim

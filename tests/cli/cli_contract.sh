@@ -40,6 +40,39 @@ if [ $rc = 2 ] && grep -q "no such file" "$work/err"; then echo "ok missing file
 "$tpsim" frobnicate > /dev/null 2>&1; rc=$?
 if [ $rc = 2 ]; then echo "ok unknown subcommand"; else echo "FAIL unknown subcommand: exit $rc"; fails=$((fails+1)); fi
 check "duplicate key" 2 '$: duplicate key "gpus"' "{$base, \"gpus\": 4, \"workload\": {\"op\": \"matmul\", \"m\": 1, \"k\": 1, \"n\": 1}}"
+# Training steps with context parallelism: the contract's keys, and bad input as one line.
+cp_step() {  # seq_len, cp_method
+  printf '{"hardware": "h100_sxm", "gpus": 16, "dtype": "bf16", "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": %s, "local_batch": 1, "mesh": {"tp": 8, "cp": 2}, "cp_method": "%s"}, "variants": ["baseline", "async_tp"]}' "$1" "$2"
+}
+check "cp seq_len not in 2 x cp chunks" 2 '$.workload.seq_len: 16382 tokens do not split into 2 x cp = 4 equal chunks' "$(cp_step 16382 ring)"
+check "cp_method typo" 2 '$.workload.cp_method: unknown value "rign" (did you mean "ring"?)' "$(cp_step 16384 rign)"
+for method in ring allgather; do
+  cp_step 16384 "$method" > "$work/cp.json"
+  if "$tpsim" run "$work/cp.json" --json - 2> /dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["results"]
+assert len(r) == 2
+for v in r:
+    assert v["exposed_comm_ms"]["cp"] > 0, v["exposed_comm_ms"]
+    assert any(c["dim"] == "cp" for c in v["collectives"])
+    assert "context-parallel K/V buffers" in v["memory_gib"]
+    assert v["step_time_ms"] > 0 and 0 < v["mfu"] < 1
+'; then echo "ok cp $method run"; else echo "FAIL cp $method run"; fails=$((fails+1)); fi
+done
+# Mixture-of-experts training steps with expert parallelism.
+moe_step() {  # ep, extra workload keys
+  printf '{"hardware": "h100_sxm", "gpus": %s, "dtype": "bf16", "workload": {"op": "training_step", "model": "mixtral_8x7b", "seq_len": 4096, "local_batch": 1, "mesh": {"tp": 2, "ep": %s}%s}, "variants": ["baseline"]}' "$((2 * $1))" "$1" "$2"
+}
+check "ep not dividing the experts" 2 '$.workload.mesh.ep: 8 experts do not divide over ep 3' "$(moe_step 3 '')"
+check "negative skew" 2 '$.workload.expert_load_skew: must be a number >= 0, got -1' "$(moe_step 4 ', "expert_load_skew": -1')"
+moe_step 4 ', "expert_load_skew": 1' > "$work/moe.json"
+if "$tpsim" run "$work/moe.json" --json - 2> /dev/null | python3 -c '
+import json, sys
+v = json.load(sys.stdin)["results"][0]
+assert v["exposed_comm_ms"]["ep"] > 0, v["exposed_comm_ms"]
+assert any(c["dim"] == "ep" and c["op"].startswith("all_to_all") for c in v["collectives"])
+assert v["moe_layer_ms"]["backward"] > v["moe_layer_ms"]["forward"] > 0
+'; then echo "ok moe run"; else echo "FAIL moe run"; fails=$((fails+1)); fi
 # Inputs that are not regular files, stdin, --version, a misspelled command.
 one_line() {  # name, expected stderr substring, command...
   local name="$1" want="$2"; shift 2

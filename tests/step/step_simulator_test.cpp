@@ -127,3 +127,20 @@ TEST_CASE("a program with a dependency cycle is refused, not hung", "[step]") {
   p.add(b);
   CHECK_THROWS_AS(simulate_step(p), std::logic_error);
 }
+
+TEST_CASE("a zero-work task at the end of a program ends with it", "[step]") {
+  // A wait with nothing to do (the CP loop's final dK/dV arrival) must not leave the run stuck.
+  StepProgram p;
+  p.sm_count = 132;
+  StepTask work;
+  work.name = "work";
+  work.work = 1000;
+  const int w = p.add(work);
+  StepTask wait;
+  wait.name = "wait";
+  wait.deps = {w};
+  p.add(wait);
+  const StepSimulation s = simulate_step(p);
+  CHECK(s.makespan == 1000);
+  CHECK(s.times[1].end == 1000);
+}

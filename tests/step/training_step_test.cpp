@@ -1,4 +1,5 @@
 #include "support/catch.hpp"
+#include "support/simulate.hpp"
 
 #include <map>
 
@@ -24,35 +25,26 @@ std::string step(int gpus, const std::string& model, const std::string& mesh, co
 
 StepResult run(const std::string& json) { return run_training_step(parse_scenario(Json::parse(json), "")); }
 
-std::string error_of(const std::string& json) {
-  try {
-    parse_scenario(Json::parse(json), "");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("bad meshes and schedules are one line naming the JSON path", "[step][input]") {
-  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 4, "tp": 8)")).find("$.workload.mesh") != std::string::npos);
-  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 4, "tp": 8)")).find("32 GPUs, but gpus is 64") != std::string::npos);
-  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 2, "tp": 8, "cp": 4)")).find("$.workload.mesh.cp") != std::string::npos);
-  CHECK(error_of(step(48, "llama3_8b", R"("fsdp": 8, "tp": 6)")).find("$.workload.model.heads") != std::string::npos);
-  CHECK(error_of(step(64, "llama3_8b", R"("pp": 4, "tp": 8, "fsdp": 2)", R"("pp_schedule": "interleaved_1f1b", "microbatches": 2)"))
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 4, "tp": 8)")).find("$.workload.mesh") != std::string::npos);
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 4, "tp": 8)")).find("32 GPUs, but gpus is 64") != std::string::npos);
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 2, "tp": 8, "ep": 4)")).find("$.workload.mesh.ep") != std::string::npos);
+  CHECK(test::scenario_error(step(48, "llama3_8b", R"("fsdp": 8, "tp": 6)")).find("$.workload.model.heads") != std::string::npos);
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("pp": 4, "tp": 8, "fsdp": 2)", R"("pp_schedule": "interleaved_1f1b", "microbatches": 2)"))
             .find("$.workload.microbatches") != std::string::npos);
-  CHECK(error_of(step(64, "llama3_8b", R"("pp": 4, "tp": 8, "fsdp": 2)", R"("pp_schedule": "1f1b", "microbatches": 2)"))
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("pp": 4, "tp": 8, "fsdp": 2)", R"("pp_schedule": "1f1b", "microbatches": 2)"))
             .find("at least pp = 4 microbatches") != std::string::npos);
-  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp", "fsdpp"])")).find("did you mean \"fsdp\"") !=
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp", "fsdpp"])")).find("did you mean \"fsdp\"") !=
         std::string::npos);
-  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp"])")).find("does not place \"fsdp\"") !=
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp"])")).find("does not place \"fsdp\"") !=
         std::string::npos);
-  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "int4")")).find("$.workload.linear_dtype") !=
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "int4")")).find("$.workload.linear_dtype") !=
         std::string::npos);
-  CHECK(error_of(step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)")).find("$.workload.mesh.tp") != std::string::npos);
+  CHECK(test::scenario_error(step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)")).find("$.workload.mesh.tp") != std::string::npos);
   // Across nodes a cluster network is needed: h100_pcie describes none.
-  CHECK(error_of(step(16, "llama3_8b", R"("fsdp": 8, "tp": 2)", "", R"("baseline")", "h100_pcie")).find("cluster") != std::string::npos);
+  CHECK(test::scenario_error(step(16, "llama3_8b", R"("fsdp": 8, "tp": 2)", "", R"("baseline")", "h100_pcie")).find("cluster") != std::string::npos);
 }
 
 TEST_CASE("a model too big for its mesh is reported out of memory, not refused", "[step][memory]") {
@@ -163,7 +155,7 @@ TEST_CASE("fp8 linears run their GEMMs faster and pay for the casts they add", "
   const StepResult fused = run(step(64, "llama3_70b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8", "compile": true)"));
   CHECK(fused.runs[0].costs.forward < fp8.runs[0].costs.forward);
   // A100 has no fp8 math.
-  CHECK(error_of(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8")", R"("baseline")", "a100_sxm"))
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8")", R"("baseline")", "a100_sxm"))
             .find("$.workload.linear_dtype") != std::string::npos);
 }
 
@@ -217,8 +209,25 @@ TEST_CASE("the step's trace names every collective by its mesh dimension, per st
   CHECK(static_cast<std::size_t>(by_cat["compute"] + by_cat["fsdp"] + by_cat["dp"] + by_cat["pp"]) == tasks);
 }
 
+TEST_CASE("seed 003's 2^6 mesh: every stage's trace shows the collectives of all six dimensions", "[step][trace][seed003]") {
+  const StepResult r = run_training_step(load_scenario_file(std::string(TPSIM_SOURCE_DIR) + "/scenarios/seed003_mesh_2x6.json"));
+  const Json trace = step_trace(r);
+  std::map<std::pair<int, std::string>, int> by_stage;  // (pid, mesh dimension) -> events
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] != "compute") {
+      const std::string cat = e["cat"];
+      CHECK(e["name"].get<std::string>().starts_with(cat + "."));
+      ++by_stage[{e["pid"].get<int>(), cat}];
+    }
+  for (int stage = 0; stage < 2; ++stage)
+    for (const char* dim : {"tp", "cp", "ep", "fsdp", "dp", "pp"}) {
+      INFO("stage " << stage << " " << dim);
+      CHECK(by_stage[{stage, dim}] > 0);
+    }
+}
+
 TEST_CASE("a mesh whose sizes multiply past 64 bits is refused without overflowing", "[step][input]") {
-  const std::string e = error_of(step(64, "llama3_8b", R"("dp": 131072, "fsdp": 131072, "tp": 131072, "pp": 131072)"));
+  const std::string e = test::scenario_error(step(64, "llama3_8b", R"("dp": 131072, "fsdp": 131072, "tp": 131072, "pp": 131072)"));
   CHECK(e.find("$.workload.mesh") != std::string::npos);
   CHECK(e.find("more than 131072 GPUs") != std::string::npos);
 }

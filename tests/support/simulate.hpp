@@ -4,6 +4,7 @@
 
 #include "tpsim/app/run_scenario.hpp"
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/input_error.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/runtime/executor.hpp"
 
@@ -12,6 +13,16 @@ namespace tpsim::test {
 inline const HardwareSpec& h100() {
   static const HardwareSpec hw = load_hardware_file(models_dir() + "/h100_sxm.json");
   return hw;
+}
+
+// The one-line error a scenario is refused with; "" when it parses.
+inline std::string scenario_error(const std::string& scenario_json) {
+  try {
+    parse_scenario(Json::parse(scenario_json), "");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 inline RunResult simulate(const std::string& scenario_json) {

@@ -45,6 +45,7 @@ class ObjectReader {
 
   std::int64_t positive_int(const std::string& key) const;
   std::int64_t positive_int_or(const std::string& key, std::int64_t fallback) const;
+  std::int64_t non_negative_int(const std::string& key) const;  // 0 allowed
   double positive_number(const std::string& key) const;  // finite and > 0
   std::string string(const std::string& key) const;
   std::optional<std::string> optional_string(const std::string& key) const;

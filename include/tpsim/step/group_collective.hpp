@@ -16,7 +16,7 @@
 
 namespace tpsim {
 
-enum class GroupOp { all_gather, reduce_scatter, all_reduce, send_recv };
+enum class GroupOp { all_gather, reduce_scatter, all_reduce, send_recv, all_to_all };
 enum class LinkTier { nvlink, nic };
 std::string_view link_tier_name(LinkTier t);
 
@@ -29,8 +29,25 @@ struct GroupCollectiveCost {
   double wire_bytes = 0;  // bytes each rank sends
 };
 
+// One collective of a training step as charged: per call.
+struct StepCollective {
+  std::string dim, op;
+  double bytes = 0;  // buffer as NCCL sees it
+  GroupCollectiveCost cost;
+};
+
+// Where a layer pass's own communication falls inside it (for the step's trace): a TP
+// region's collectives or copies, a CP exchange, an EP all-to-all; times from the pass's
+// start, as simulated alone.
+struct LayerPhase {
+  std::string name, dim;
+  Tick start = 0, duration = 0;
+};
+
 // `buffer_bytes`: the all-gather's output, the reduce-scatter's input, the
-// all-reduce's buffer, or the message of a send/recv between neighbours.
+// all-reduce's buffer, the message of a send/recv between neighbours, or what one rank
+// sends in an all-to-all (NCCL's grouped send/recv to every peer: its share for peers in
+// its node over NVLink, the rest through its NIC, both at once; the slower decides).
 GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const GroupLayout& g, const HardwareSpec& hw);
 
 }  // namespace tpsim

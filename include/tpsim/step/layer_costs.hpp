@@ -5,16 +5,33 @@
 // layer with its loss, and the optimizer step over a parameter shard.
 #include <string>
 
+#include <optional>
+#include <vector>
+
 #include "tpsim/core/tick.hpp"
+#include "tpsim/step/group_collective.hpp"
 #include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
 
+// A mixture-of-experts layer's costs, per microbatch (the dense layers' are LayerCosts').
+struct LayerMoeCosts {
+  Tick forward = 0, backward = 0, recompute = 0;
+  Tick tp_forward_exposed = 0, tp_backward_exposed = 0;
+  Tick ep_forward_exposed = 0, ep_backward_exposed = 0;  // the all-to-alls (nothing hides them)
+  std::vector<StepCollective> collectives;               // per call
+  std::vector<LayerPhase> forward_phases, backward_phases;
+};
+
 struct LayerCosts {
-  Tick forward = 0;    // one decoder layer, steady state (two layers minus one: no launch ramp)
+  Tick forward = 0;    // one decoder layer, steady state (two layers minus one: no launch ramp), with its CP attention loop
   Tick backward = 0;   // its backward, without recomputation
-  Tick recompute = 0;
-  Tick forward_exposed_comm = 0, backward_exposed_comm = 0;  // TP communication no compute hid, per layer  // added to each layer's backward by activation checkpointing
+  Tick recompute = 0;  // added to each layer's backward by activation checkpointing
+  Tick forward_exposed_comm = 0, backward_exposed_comm = 0;  // TP communication no compute hid, per layer
+  Tick cp_forward_exposed = 0, cp_backward_exposed = 0;      // CP communication no compute hid, per layer
+  std::vector<StepCollective> cp_collectives;                 // per call, as the CP attention loop charges them
+  std::optional<LayerMoeCosts> moe;                           // a MoE model's MoE layers
+  std::vector<LayerPhase> forward_phases, backward_phases;    // communication inside a dense layer pass
   Tick embedding_forward = 0, embedding_backward = 0;
   Tick output_forward = 0, output_backward = 0;  // final norm, output projection, cross-entropy
 };

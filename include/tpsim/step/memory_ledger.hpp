@@ -3,7 +3,9 @@
 // with its fp32 gradient and AdamW moments (FSDP2 keeps sharded fp32 parameters and
 // gradients under mixed precision), the unsharded bf16 parameters and gradients
 // FSDP gathers, the activations the schedule keeps alive (peak from the simulated
-// step), the output layer's logits, and what the framework reserves.
+// step), the output layer's logits, with context parallelism one layer's K/V buffers, and
+// what the framework reserves. Parameters are this rank's after TP and EP (routed experts
+// split over ep), sharded by FSDP over fsdp x cp (x ep for all but the routed experts).
 #include <string>
 #include <vector>
 
@@ -24,10 +26,15 @@ struct MemoryLedger {
 //              FFN-norm input and output, w1 and w3 outputs, SiLU*mul output;
 //   selective: the same without the norm outputs and SiLU*mul output (recomputed);
 //   full:      the layer's input only (the rest is rebuilt in backward).
-double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode, double element_bytes);
+// A MoE layer (`moe`) keeps, in place of the FFN's, the shared experts' and per routed token
+// slot (top_k per token, on the rank that computes it) the dispatched input and the experts'
+// up projections and activation output.
+double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode, double element_bytes, bool moe = false);
 
 struct StageMemoryInput {
-  double params = 0;         // parameters of this stage (all its layers, embedding or output layer), before TP
+  double local_params = 0;    // this rank's parameters of the stage after TP and EP, before FSDP
+  double shard_params = 0;    // its FSDP shard
+  double largest_layer = 0;   // its largest layer after TP and EP (FSDP gathers one at a time)
   double peak_activations = 0;  // from the simulated schedule
   bool last_stage = false;
 };

@@ -16,15 +16,15 @@
 
 namespace tpsim {
 
-enum class StepStream { compute, fsdp_gather, fsdp_reduce, dp_reduce, pp_forward, pp_backward };
-constexpr int kStepStreams = 6;
+enum class StepStream { compute, fsdp_gather, fsdp_reduce, dp_reduce, pp_forward, pp_backward, cp, ep };
+constexpr int kStepStreams = 8;
 std::string_view step_stream_name(StepStream s);
 
 struct StepTask {
   int stage = 0;
   StepStream stream = StepStream::compute;
   std::string name;       // "layer3.forward.mb0", "fsdp.all_gather.layer3", ...
-  std::string dim;        // mesh dimension of a communication task ("fsdp", "dp", "pp"); "" for compute
+  std::string dim;        // mesh dimension of a communication task ("fsdp", "dp", "pp", "cp"); "" for compute
   Tick work = 0;          // duration alone on an idle GPU
   bool communication = false;
   LinkTier tier = LinkTier::nvlink;
@@ -32,7 +32,12 @@ struct StepTask {
   double wire_bytes = 0;  // bytes a communication task sends (for the trace's link counters)
   double activation_bytes = 0;  // added to the stage's live activations when it ends (negative: freed)
   std::vector<int> deps;  // tasks (any stage) that must end first
+  int phases = -1;        // a layer pass: its communication phases (StepPlan::phase_templates), for the trace
 };
+
+// A communication task on `stream` taking what `cost` charges (time, link tier, SMs held).
+StepTask communication_task(StepStream stream, std::string name, std::string dim, const GroupCollectiveCost& cost,
+                            std::vector<int> deps);
 
 struct StepProgram {
   int stages = 1;

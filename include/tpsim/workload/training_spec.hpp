@@ -29,13 +29,18 @@ struct MeshShape {
 
 enum class Checkpointing { none, selective, full };
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b };
+// How context parallelism brings the other ranks' K/V to a rank's queries (PyTorch's
+// context_parallel rotate methods): one all-gather before the block loop (the default,
+// as in torchtitan and the Llama 3 paper), or a ring of neighbour exchanges.
+enum class CpMethod { allgather, ring };
 std::string_view checkpointing_name(Checkpointing c);
 std::string_view pipeline_schedule_name(PipelineSchedule p);
+std::string_view cp_method_name(CpMethod m);
 
 struct TrainingStepSpec {
   ModelShape model;
   std::int64_t seq_len = 0;
-  std::int64_t local_batch = 0;  // sequences per data-parallel (dp x fsdp) rank and step
+  std::int64_t local_batch = 0;  // sequences per data-parallel (dp x fsdp x ep) rank and step
   MeshShape mesh;
   Checkpointing checkpoint = Checkpointing::none;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
@@ -45,10 +50,29 @@ struct TrainingStepSpec {
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
   bool compile = false;                   // torch.compile: element-wise chains fused
   bool pipeline_settings_ignored = false; // microbatches or a schedule given without a pipeline
+  CpMethod cp_method = CpMethod::allgather;
+  // Routing imbalance: the busiest expert gets (1 + skew) times the mean tokens (0: uniform).
+  double expert_load_skew = 0;
+  // Each MoE layer's token slots sent in this many chunks, so the experts of one chunk run
+  // while the next chunk's tokens travel (1: one all-to-all each way, nothing overlapped).
+  int moe_dispatch_chunks = 1;
+  bool cp_method_ignored = false;         // cp_method given without context parallelism
 
   std::int64_t microbatch_sequences() const { return local_batch / microbatches; }
   std::int64_t microbatch_tokens() const { return microbatch_sequences() * seq_len; }
-  std::int64_t data_parallel() const { return static_cast<std::int64_t>(mesh.size(MeshDim::dp)) * mesh.size(MeshDim::fsdp); }
+  // Tokens of one microbatch on one context-parallel rank (its TP group shards them further).
+  std::int64_t rank_tokens() const { return microbatch_tokens() / mesh.size(MeshDim::cp); }
+  // Ranks a parameter is sharded and its gradient reduced over: FSDP2 runs on fsdp x cp
+  // (torchtitan's dp_shard_cp mesh), since CP ranks hold the same weights; every weight but
+  // the routed experts' is also the same on the ep ranks.
+  int shard_ranks() const { return expert_shard_ranks() * mesh.size(MeshDim::ep); }
+  // Ranks holding the same routed experts (torchtitan: dp_shard_mod_ep x cp).
+  int expert_shard_ranks() const { return mesh.size(MeshDim::fsdp) * mesh.size(MeshDim::cp); }
+  // Ranks that see different sequences: dp, fsdp, and ep (expert-parallel ranks run their
+  // own tokens through attention and exchange them only inside MoE layers).
+  std::int64_t data_parallel() const {
+    return static_cast<std::int64_t>(mesh.size(MeshDim::dp)) * mesh.size(MeshDim::fsdp) * mesh.size(MeshDim::ep);
+  }
   std::int64_t global_tokens() const { return local_batch * seq_len * data_parallel(); }
   int chunks() const { return mesh.size(MeshDim::pp) * virtual_stages; }
 };

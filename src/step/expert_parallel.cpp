@@ -1,0 +1,196 @@
+#include "tpsim/step/expert_parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tpsim/analysis/metrics.hpp"
+#include "tpsim/runtime/executor.hpp"
+#include <fmt/format.h>
+
+#include "tpsim/step/group_layout.hpp"
+#include "tpsim/step/step_simulator.hpp"
+
+namespace tpsim {
+
+namespace {
+
+Tick run_alone(const std::vector<std::pair<std::string, OpPayload>>& ops, const HardwareSpec& hw) {
+  Dag dag(1);
+  for (const auto& [name, op] : ops) dag.add(0, 0, name, op);
+  return ops.empty() ? 0 : analyze(dag, execute(dag, hw, false)).makespan;
+}
+
+std::int64_t rows(double slots) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(slots))); }
+
+}  // namespace
+
+ExpertLoad expert_load(const TrainingStepSpec& t) {
+  const auto& moe = t.model.moe;
+  const double ep = t.mesh.size(MeshDim::ep), experts = static_cast<double>(moe.experts);
+  ExpertLoad l;
+  l.sent_slots = static_cast<double>(t.rank_tokens()) * static_cast<double>(moe.top_k);
+  const double total = l.sent_slots * ep;
+  l.mean = total / experts;
+  l.busiest = std::min(total, l.mean * (1 + t.expert_load_skew));
+  l.others = experts > 1 ? (total - l.busiest) / (experts - 1) : 0;
+  l.rank_slots = l.busiest + (experts / ep - 1) * l.others;
+  return l;
+}
+
+MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool tp_collectives) {
+  MoeLayerCost c;
+  const auto& m = t.model;
+  const int tp = t.mesh.size(MeshDim::tp), ep = t.mesh.size(MeshDim::ep);
+  const double e = dtype_bytes(dtype);
+  const Dtype linear = t.linear_dtype.value_or(dtype);  // the experts' GEMMs (their casts are not charged)
+  const std::int64_t tokens = t.rank_tokens(), h = m.hidden, ef = m.moe.expert_ffn_hidden / tp, up = m.ffn_up_projections();
+  const std::int64_t local_experts = m.moe.experts / ep;
+  const ExpertLoad load = expert_load(t);
+  const double slots = load.rank_slots;
+
+  // The rank's experts: the busiest alone, the rest as one grouped (batched) GEMM.
+  const auto experts = [&](bool backward, int chunks) {
+    const std::int64_t busiest = rows(load.busiest / chunks), others = rows(load.others / chunks);
+    std::vector<std::pair<std::string, OpPayload>> ops;
+    const auto group = [&](std::int64_t n, std::int64_t batch, const std::string& tag) {
+      if (batch <= 0) return;
+      const double act_in = static_cast<double>(n * batch) * static_cast<double>(up * ef) * e;
+      if (!backward) {
+        ops.push_back({"experts.up" + tag, GemmOp{{n, up * ef, h, linear, batch}}});
+        ops.push_back({"experts.activation" + tag, ElementwiseOp{act_in, act_in / static_cast<double>(up)}});
+        ops.push_back({"experts.down" + tag, GemmOp{{n, h, ef, linear, batch}}});
+      } else {
+        ops.push_back({"experts.down.backward_input" + tag, GemmOp{{n, ef, h, linear, batch}}});
+        ops.push_back({"experts.down.backward_weight" + tag, GemmOp{{ef, h, n, linear, batch}}});
+        ops.push_back({"experts.activation.backward" + tag, ElementwiseOp{act_in + act_in / static_cast<double>(up), act_in}});
+        ops.push_back({"experts.up.backward_input" + tag, GemmOp{{n, h, up * ef, linear, batch}}});
+        ops.push_back({"experts.up.backward_weight" + tag, GemmOp{{h, up * ef, n, linear, batch}}});
+      }
+    };
+    if (busiest == others) {
+      group(busiest, local_experts, "");
+    } else {
+      group(busiest, 1, ".busiest");
+      group(others, local_experts - 1, "");
+    }
+    return run_alone(ops, hw);
+  };
+  // Router on this rank's sequence shard, top-k and the permutation into expert order; after
+  // the experts, the weighted sum back into token order.
+  const std::int64_t shard = std::max<std::int64_t>(1, tokens / tp);
+  const double token_bytes = static_cast<double>(tokens) * static_cast<double>(h) * e;
+  const double slot_bytes = slots * static_cast<double>(h) * e;
+  const Tick route_f = run_alone({{"router", GemmOp{{shard, m.moe.experts, h, dtype}}},
+                                  {"permute", ElementwiseOp{token_bytes, load.sent_slots * static_cast<double>(h) * e}}},
+                                 hw);
+  const Tick combine_f = run_alone({{"unpermute", ElementwiseOp{slot_bytes, token_bytes}}}, hw);
+  const Tick route_b = run_alone({{"permute.backward", ElementwiseOp{load.sent_slots * static_cast<double>(h) * e, token_bytes}},
+                                  {"router.backward_input", GemmOp{{shard, h, m.moe.experts, dtype}}},
+                                  {"router.backward_weight", GemmOp{{h, m.moe.experts, shard, dtype}}}},
+                                 hw);
+  const Tick combine_b = run_alone({{"unpermute.backward", ElementwiseOp{token_bytes, slot_bytes}}}, hw);
+
+  const int leaf = hw.cluster.present() ? hw.cluster.nodes_per_leaf : 0;
+  Tick a2a = 0;
+  const int chunks = ep > 1 ? t.moe_dispatch_chunks : 1;
+  GroupCollectiveCost chunk_a2a;
+  if (ep > 1) {
+    // The busiest rank sends its tokens' slots and receives its experts' slots; the larger
+    // of the two paces its all-to-all (NCCL moves both directions at once).
+    const GroupLayout g = group_layout(t.mesh, MeshDim::ep, hw.fabric.gpus_per_node, leaf);
+    const double buffer = std::max(load.sent_slots, slots) * static_cast<double>(h) * e;
+    c.dispatch_bytes = buffer;
+    const GroupCollectiveCost cost = group_collective_cost(GroupOp::all_to_all, buffer, g, hw);
+    a2a = cost.time;
+    if (chunks == 1) {
+      c.collectives.push_back({"ep", "all_to_all (dispatch or combine)", buffer, cost});
+    } else {
+      chunk_a2a = group_collective_cost(GroupOp::all_to_all, buffer / chunks, g, hw);
+      c.collectives.push_back({"ep", "all_to_all (dispatch or combine, one chunk)", buffer / chunks, chunk_a2a});
+    }
+  }
+  Tick tpc = 0, ag_time = 0, rs_time = 0;
+  if (tp_collectives && tp > 1) {
+    const GroupLayout g = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, leaf);
+    const GroupCollectiveCost ag = group_collective_cost(GroupOp::all_gather, token_bytes, g, hw);
+    const GroupCollectiveCost rs = group_collective_cost(GroupOp::reduce_scatter, token_bytes, g, hw);
+    c.collectives.push_back({"tp", "all_gather (MoE input)", token_bytes, ag});
+    c.collectives.push_back({"tp", "reduce_scatter (MoE output)", token_bytes, rs});
+    ag_time = ag.time, rs_time = rs.time;
+    tpc = ag.time + rs.time;
+  }
+  c.forward_tp = c.backward_tp = tpc;
+  if (chunks > 1) {
+    // Chunked: the first all-to-all of every chunk is issued at once, and each chunk's experts
+    // start when its tokens have arrived, so later chunks' transfers run under earlier chunks'
+    // experts (the NCCL kernels hold SMs meanwhile); the second all-to-alls follow on the
+    // same NCCL stream.
+    const auto pipelined = [&](std::vector<LayerPhase>& phases, Tick before, Tick after, const std::string& first,
+                               const std::string& second, Tick experts_chunk, Tick& exposed) {
+      StepProgram p;
+      p.sm_count = hw.sm.count;
+      Tick compute_alone = 0;
+      const auto compute = [&](std::string name, Tick work, std::vector<int> deps) {
+        StepTask task;
+        task.name = std::move(name);
+        task.work = work;
+        task.deps = std::move(deps);
+        compute_alone += work;
+        return p.add(std::move(task));
+      };
+      const auto transfer = [&](std::string name, std::vector<int> deps) {
+        return p.add(communication_task(StepStream::ep, std::move(name), "ep", chunk_a2a, std::move(deps)));
+      };
+      const int start = compute("before", before, {});
+      std::vector<int> arrived;
+      for (int i = 0; i < chunks; ++i) arrived.push_back(transfer(fmt::format("{}.chunk{}", first, i), {start}));
+      int last = -1;
+      for (int i = 0; i < chunks; ++i) {
+        const int done = compute(fmt::format("experts.chunk{}", i), experts_chunk, {arrived[static_cast<std::size_t>(i)]});
+        last = transfer(fmt::format("{}.chunk{}", second, i), {done});
+      }
+      compute("after", after, {last});
+      const StepSimulation sim = simulate_step(p);
+      for (std::size_t i = 0; i < p.tasks.size(); ++i)
+        if (p.tasks[i].communication)
+          phases.push_back({p.tasks[i].name, "ep", ag_time + sim.times[i].start, sim.times[i].end - sim.times[i].start});
+      exposed = sim.makespan > compute_alone ? sim.makespan - compute_alone : 0;
+      return sim.makespan;
+    };
+    const auto tp_phase = [&](std::vector<LayerPhase>& phases, const std::string& name, Tick at, Tick d) {
+      if (d > 0) phases.push_back({name, "tp", at, d});
+    };
+    tp_phase(c.forward_phases, "tp.all_gather.moe_input", 0, ag_time);
+    const Tick f = pipelined(c.forward_phases, route_f, combine_f, "ep.all_to_all.dispatch", "ep.all_to_all.combine", experts(false, chunks),
+                             c.forward_all_to_all);
+    tp_phase(c.forward_phases, "tp.reduce_scatter.moe_output", ag_time + f, rs_time);
+    c.forward = ag_time + f + rs_time;
+    tp_phase(c.backward_phases, "tp.all_gather.moe_output.backward", 0, ag_time);
+    const Tick b = pipelined(c.backward_phases, combine_b, route_b, "ep.all_to_all.combine.backward", "ep.all_to_all.dispatch.backward",
+                             experts(true, chunks), c.backward_all_to_all);
+    tp_phase(c.backward_phases, "tp.reduce_scatter.moe_input.backward", ag_time + b, rs_time);
+    c.backward = ag_time + b + rs_time;
+    return c;
+  }
+  c.forward_all_to_all = c.backward_all_to_all = 2 * a2a;
+  // The block runs in order; its communication phases fall where the sequence puts them.
+  const auto sequence = [&](std::vector<LayerPhase>& phases, const std::vector<std::pair<std::string, Tick>>& steps) {
+    Tick now = 0;
+    for (const auto& [name, d] : steps) {
+      if (d > 0 && !name.empty()) phases.push_back({name, name.rfind("tp.", 0) == 0 ? "tp" : "ep", now, d});
+      now += d;
+    }
+    return now;
+  };
+  const Tick ag = ag_time, rs = rs_time;
+  c.forward = sequence(c.forward_phases, {{"tp.all_gather.moe_input", ag}, {"", route_f}, {"ep.all_to_all.dispatch", a2a},
+                                          {"", experts(false, 1)}, {"ep.all_to_all.combine", a2a}, {"", combine_f},
+                                          {"tp.reduce_scatter.moe_output", rs}});
+  c.backward = sequence(c.backward_phases, {{"tp.all_gather.moe_output.backward", ag}, {"", combine_b},
+                                            {"ep.all_to_all.combine.backward", a2a}, {"", experts(true, 1)},
+                                            {"ep.all_to_all.dispatch.backward", a2a}, {"", route_b},
+                                            {"tp.reduce_scatter.moe_input.backward", rs}});
+  return c;
+}
+
+}  // namespace tpsim

@@ -1,0 +1,156 @@
+#include "support/catch.hpp"
+#include "support/simulate.hpp"
+
+#include <fmt/format.h>
+
+#include "tpsim/io/input_error.hpp"
+#include "tpsim/io/model_loader.hpp"
+#include "tpsim/io/scenario.hpp"
+#include "tpsim/step/expert_parallel.hpp"
+#include "tpsim/step/training_step.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+// A small MoE model (8 experts of 4096, top 2) on two nodes of h100_sxm.
+std::string moe_step(int tp, int ep, int fsdp, const std::string& order, const std::string& extra = "", int top_k = 2,
+                     const std::string& model_extra = "") {
+  return fmt::format(R"({{"hardware": "h100_sxm", "gpus": {}, "dtype": "bf16",
+      "workload": {{"op": "training_step", "seq_len": 4096, "local_batch": 1,
+                    "model": {{"hidden": 2048, "ffn_hidden": 8192, "heads": 16, "kv_heads": 8, "head_dim": 128, "layers": 4,
+                               "vocab": 32000, "experts": 8, "top_k": {}, "expert_ffn_hidden": 4096{}}},
+                    "mesh": {{"tp": {}, "ep": {}, "fsdp": {}}}, "mesh_order": {}{}}},
+      "variants": ["baseline"]}})",
+                     tp * ep * fsdp, top_k, model_extra, tp, ep, fsdp, order, extra.empty() ? "" : ", " + extra);
+}
+
+Scenario parse(const std::string& json) { return parse_scenario(Json::parse(json), ""); }
+
+const ModelShape& preset(const std::string& name) {
+  for (const auto& m : known_models())
+    if (m.name == name) return m;
+  throw std::logic_error("no preset " + name);
+}
+
+}  // namespace
+
+TEST_CASE("Mixtral 8x7B has its published 47B weights, 13B of them active per token", "[step][ep][model]") {
+  const ModelShape& m = preset("mixtral_8x7b");
+  double total = 2 * m.embedding_params(), active = 2 * m.embedding_params();
+  for (std::int64_t l = 0; l < m.layers; ++l) total += m.layer_params(l), active += m.active_layer_params(l);
+  CHECK(total == Approx(46.7e9).epsilon(0.02));
+  CHECK(active == Approx(12.9e9).epsilon(0.03));
+  // Llama 4 Maverick: MoE every other layer, 400B weights; DeepSeek-V3 keeps 3 dense layers.
+  CHECK(preset("llama4_maverick").moe_layers() == 24);
+  CHECK(preset("deepseek_v3_like").moe_layers() == 58);
+  CHECK_FALSE(preset("deepseek_v3_like").moe_layer(2));
+  CHECK(preset("deepseek_v3_like").moe_layer(3));
+}
+
+TEST_CASE("all-to-all token slots are conserved: what the ep ranks send their experts receive", "[step][ep]") {
+  for (const std::string skew : {"0", "0.5", "3"}) {
+    const TrainingStepSpec t = parse(moe_step(2, 4, 1, R"(["tp", "ep"])", R"("expert_load_skew": )" + skew)).workload.step;
+    const ExpertLoad l = expert_load(t);
+    const double total = l.sent_slots * 4;
+    CHECK(l.sent_slots == Approx(4096.0 * 2));  // the TP group's tokens, top 2
+    CHECK(l.busiest + 7 * l.others == Approx(total));
+    CHECK(l.mean * 8 == Approx(total));
+    CHECK(l.rank_slots >= total / 4 - 1e-6);  // the busiest rank has at least its even share
+  }
+}
+
+TEST_CASE("more routing skew never speeds up a MoE layer", "[step][ep]") {
+  Tick last_f = 0, last_b = 0;
+  for (const char* skew : {"0", "0.25", "1", "3", "7"}) {
+    const Scenario s = parse(moe_step(2, 4, 1, R"(["tp", "ep"])", fmt::format(R"("expert_load_skew": {})", skew)));
+    const MoeLayerCost c = simulate_moe_layer(s.workload.step, s.hardware, s.dtype, true);
+    INFO("skew " << skew);
+    CHECK(c.forward >= last_f);
+    CHECK(c.backward >= last_b);
+    last_f = c.forward, last_b = c.backward;
+  }
+  const Scenario even = parse(moe_step(2, 4, 1, R"(["tp", "ep"])"));
+  const Scenario hot = parse(moe_step(2, 4, 1, R"(["tp", "ep"])", R"("expert_load_skew": 3)"));
+  CHECK(simulate_moe_layer(hot.workload.step, hot.hardware, hot.dtype, true).forward >
+        simulate_moe_layer(even.workload.step, even.hardware, even.dtype, true).forward);
+}
+
+TEST_CASE("expert parallelism inside a node beats the same mesh with ep across nodes", "[step][ep][mesh]") {
+  const Scenario inside = parse(moe_step(2, 4, 2, R"(["tp", "ep", "fsdp"])"));
+  const Scenario across = parse(moe_step(2, 4, 2, R"(["tp", "fsdp", "ep"])"));
+  const MoeLayerCost in = simulate_moe_layer(inside.workload.step, inside.hardware, inside.dtype, true);
+  const MoeLayerCost out = simulate_moe_layer(across.workload.step, across.hardware, across.dtype, true);
+  CHECK(in.forward_all_to_all < out.forward_all_to_all);
+  CHECK(in.forward < out.forward);
+  const StepResult a = run_training_step(inside), b = run_training_step(across);
+  CHECK(a.runs[0].exposed_comm.at("ep") < b.runs[0].exposed_comm.at("ep"));
+  CHECK(a.runs[0].sim.makespan < b.runs[0].sim.makespan);
+}
+
+TEST_CASE("a rank's expert work grows with top_k and its all-to-all bytes with it", "[step][ep]") {
+  const Scenario one = parse(moe_step(2, 4, 1, R"(["tp", "ep"])", "", 1));
+  const Scenario two = parse(moe_step(2, 4, 1, R"(["tp", "ep"])", "", 2));
+  const MoeLayerCost a = simulate_moe_layer(one.workload.step, one.hardware, one.dtype, true);
+  const MoeLayerCost b = simulate_moe_layer(two.workload.step, two.hardware, two.dtype, true);
+  CHECK(b.dispatch_bytes == Approx(2 * a.dispatch_bytes));
+  CHECK(b.forward > a.forward);
+  CHECK(b.backward > b.forward);  // twice the GEMM work backward
+}
+
+TEST_CASE("expert parallelism splits the routed experts' weights over ep", "[step][ep][memory]") {
+  const StepResult r2 = run_training_step(parse(moe_step(2, 2, 1, R"(["tp", "ep"])")));
+  const StepResult r4 = run_training_step(parse(moe_step(2, 4, 1, R"(["tp", "ep"])")));
+  const ModelShape& m = r2.scenario.workload.step.model;
+  const double routed = static_cast<double>(m.moe_layers()) * m.routed_expert_params();
+  // This rank's weights before FSDP: everything else / tp, the routed experts / (tp x ep).
+  CHECK(r2.runs[0].plan.stages[0].local - r4.runs[0].plan.stages[0].local == Approx(routed / 2 * (1.0 / 2 - 1.0 / 4)));
+  // Tokens per GPU stay: ep ranks are data-parallel outside the MoE layers.
+  CHECK(r4.scenario.workload.step.global_tokens() == 2 * r2.scenario.workload.step.global_tokens());
+}
+
+TEST_CASE("bad expert-parallel input is one line naming the JSON path", "[step][ep][input]") {
+  CHECK(test::scenario_error(moe_step(2, 3, 1, R"(["tp", "ep"])")).find("$.workload.mesh.ep: 8 experts do not divide over ep 3") != std::string::npos);
+  const std::string dense = R"({"hardware": "h100_sxm", "gpus": 16, "dtype": "bf16",
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 1, "mesh": {"tp": 8, "ep": 2}},
+      "variants": ["baseline"]})";
+  CHECK(test::scenario_error(dense).find("$.workload.mesh.ep: ep 2 needs a mixture-of-experts model") != std::string::npos);
+  CHECK(test::scenario_error(moe_step(2, 2, 1, R"(["tp", "ep"])", "", 9)).find("$.workload.model.top_k") != std::string::npos);
+  CHECK(test::scenario_error(moe_step(8, 2, 1, R"(["tp", "ep"])", "", 2, R"(, "shared_experts": 0, "moe_every": 1)")).empty());
+  CHECK(test::scenario_error(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 16, "dtype": "bf16", "workload": {{"op": "training_step",
+      "seq_len": 4096, "local_batch": 1, "model": {{"hidden": 2048, "ffn_hidden": 8192, "heads": 16, "kv_heads": 8, "head_dim": 128,
+      "layers": 4, "vocab": 32000, "experts": 8, "top_k": 2, "expert_ffn_hidden": 1004}}, "mesh": {{"tp": 8, "ep": 2}}}}}})"))
+            .find("$.workload.model.expert_ffn_hidden") != std::string::npos);
+  CHECK(test::scenario_error(moe_step(2, 2, 1, R"(["tp", "ep"])", R"("expert_load_skew": -1)")).find("$.workload.expert_load_skew") !=
+        std::string::npos);
+  CHECK(test::scenario_error(moe_step(2, 2, 1, R"(["tp", "ep"])", R"("expert_load_skew": 8)")).find("at most 7") != std::string::npos);
+  CHECK(test::scenario_error(moe_step(2, 2, 1, R"(["tp", "ep"])", "", 2, R"(, "moe_evry": 2)")).find("did you mean \"moe_every\"") !=
+        std::string::npos);
+  const std::string layer = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "transformer_layer", "model": "mixtral_8x7b", "tokens": 8192, "seq_len": 8192}})";
+  CHECK(test::scenario_error(layer).find("mixture-of-experts") != std::string::npos);
+}
+
+TEST_CASE("chunked dispatch runs experts under the next chunk's all-to-all: less exposed, never below the kernels", "[step][ep]") {
+  // ep across the two nodes: the all-to-alls go through the NICs and dominate.
+  const std::string order = R"(["tp", "fsdp", "ep"])";
+  const Scenario one = parse(moe_step(2, 4, 2, order));
+  const Scenario four = parse(moe_step(2, 4, 2, order, R"("moe_dispatch_chunks": 4)"));
+  const MoeLayerCost a = simulate_moe_layer(one.workload.step, one.hardware, one.dtype, true);
+  const MoeLayerCost b = simulate_moe_layer(four.workload.step, four.hardware, four.dtype, true);
+  CHECK(b.forward_all_to_all < a.forward_all_to_all);
+  CHECK(b.backward_all_to_all < a.backward_all_to_all);
+  CHECK(b.forward < a.forward);
+  CHECK(b.backward < a.backward);
+  // What is left exposed is at least the first chunk's dispatch and the last chunk's combine.
+  CHECK(b.forward_all_to_all >= 2 * b.collectives.front().cost.time);
+  int dispatches = 0;
+  for (const auto& p : b.forward_phases) dispatches += p.name.rfind("ep.all_to_all.dispatch.chunk", 0) == 0;
+  CHECK(dispatches == 4);
+  CHECK(test::scenario_error(moe_step(2, 4, 2, order, R"("moe_dispatch_chunks": 65)")).find("$.workload.moe_dispatch_chunks") !=
+        std::string::npos);
+  const std::string dense = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 1, "mesh": {"tp": 8},
+                   "moe_dispatch_chunks": 2}})";
+  CHECK(test::scenario_error(dense).find("$.workload.moe_dispatch_chunks: llama3_8b has no experts") != std::string::npos);
+}
