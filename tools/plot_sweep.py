@@ -5,6 +5,9 @@
       speedup over baseline on two axes, one panel per variant, with the break-even contour
   tools/plot_sweep.py results.csv lines X_FIELD [-o time.png] [--where FIELD=VALUE ...]
       makespan against one axis, one line per variant
+  tools/plot_sweep.py results.csv exposed [-o exposed.png] [--where FIELD=VALUE ...]
+      a training-step sweep: communication left exposed per mesh dimension (ms per step),
+      one row per point (labelled by the axes that vary, with its tokens/s per GPU)
 
 Fields are the CSV's axis columns (workload.m, hardware, ...). Uses Debian's
 python3-matplotlib and installs it when missing (as root), or says how.
@@ -110,11 +113,45 @@ def lines(rows, xf, out):
     fig.savefig(out, dpi=110, bbox_inches="tight")
 
 
+def exposed(rows, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import LogNorm
+    columns = list(rows[0])
+    dims = [c[len("exposed_"):-len("_ms")] for c in columns if c.startswith("exposed_") and c.endswith("_ms")]
+    if not dims:
+        sys.exit("plot_sweep: exposed needs a training-step sweep CSV (exposed_<dim>_ms columns)")
+    axes = columns[1:columns.index("variant")]
+    varying = [a for a in axes if len({r[a] for r in rows}) > 1]
+    if len({r["variant"] for r in rows}) > 1:
+        varying.append("variant")
+    dims = [d for d in dims if any(float(r[f"exposed_{d}_ms"]) > 0 for r in rows)]
+    grid = np.array([[float(r[f"exposed_{d}_ms"]) for d in dims] for r in rows])
+    labels = [" / ".join(r[a] for a in varying) + f"   ({float(r['tokens_per_s_per_gpu']):.0f} tok/s/GPU)" for r in rows]
+    fig, ax = plt.subplots(figsize=(1.1 * len(dims) + 4.5, 0.42 * len(rows) + 1.4))
+    shown = np.where(grid > 0, grid, np.nan)
+    positive = grid[grid > 0]
+    im = ax.imshow(shown, cmap="OrRd", aspect="auto",
+                   norm=LogNorm(vmin=max(positive.min(), 1e-3), vmax=positive.max()) if positive.size else None)
+    for (i, j), v in np.ndenumerate(grid):
+        dark = v > 0 and im.norm(v) > 0.65
+        ax.text(j, i, f"{v:.0f}" if v >= 10 else f"{v:.1f}", ha="center", va="center", fontsize=8,
+                color="white" if dark else "black")
+    ax.set_xticks(range(len(dims)), dims)
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.set_xlabel("mesh dimension")
+    ax.set_title("communication left exposed, ms per step", fontsize=10)
+    fig.colorbar(im, ax=ax, shrink=0.8, label="ms (log scale)")
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("csv")
-    p.add_argument("kind", choices=["heatmap", "lines"])
-    p.add_argument("fields", nargs="+")
+    p.add_argument("kind", choices=["heatmap", "lines", "exposed"])
+    p.add_argument("fields", nargs="*")
     p.add_argument("-o", "--output")
     p.add_argument("--where", action="append", default=[], help="keep rows with FIELD=VALUE")
     a = p.parse_args()
@@ -123,11 +160,17 @@ def main():
     for f in a.fields:
         if f not in rows[0]:
             sys.exit(f"plot_sweep: no column {f!r} (columns: {', '.join(rows[0])})")
-    if a.kind == "heatmap":
+    if a.kind == "exposed":
+        if a.fields:
+            sys.exit("plot_sweep: exposed takes no fields (rows are the sweep's points)")
+        exposed(rows, a.output or "exposed.png")
+    elif a.kind == "heatmap":
         if len(a.fields) != 2:
             sys.exit("plot_sweep: heatmap needs two fields")
         heatmap(rows, a.fields[0], a.fields[1], a.output or "speedup.png")
     else:
+        if len(a.fields) != 1:
+            sys.exit("plot_sweep: lines needs one field")
         lines(rows, a.fields[0], a.output or "time.png")
 
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/core/invariant.hpp"
+#include "tpsim/hw/max_min.hpp"
 
 namespace tpsim {
 
@@ -92,42 +93,20 @@ std::vector<Fabric::FlowId> Fabric::component(const std::vector<int>& seeds) {
 }
 
 void Fabric::assign_max_min_rates(const std::vector<FlowId>& flows, std::vector<double>& rate) const {
-  std::vector<double> cap_left;
-  std::vector<int> users, resource_index;  // local copies for the resources these flows use
+  // Local indices for the resources these flows use, in order of first use.
+  std::vector<double> capacity, cap;
+  std::vector<int> resource_index;
   std::vector<std::vector<int>> local_path(flows.size());
-  for (std::size_t i = 0; i < flows.size(); ++i)
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    cap.push_back(flows_[static_cast<std::size_t>(flows[i])].cap);
     for (int r : path(flows[i])) {
       auto it = std::find(resource_index.begin(), resource_index.end(), r);
-      std::size_t k = static_cast<std::size_t>(it - resource_index.begin());
-      if (it == resource_index.end()) resource_index.push_back(r), cap_left.push_back(topo_.capacity(r)), users.push_back(0);
+      const std::size_t k = static_cast<std::size_t>(it - resource_index.begin());
+      if (it == resource_index.end()) resource_index.push_back(r), capacity.push_back(topo_.capacity(r));
       local_path[i].push_back(static_cast<int>(k));
-      ++users[k];
     }
-  std::vector<std::size_t> open(flows.size());
-  for (std::size_t i = 0; i < flows.size(); ++i) open[i] = i;
-  std::vector<char> saturated(cap_left.size());
-  while (!open.empty()) {
-    // The lowest fair share over resources still in use, or the lowest own cap.
-    double level = std::numeric_limits<double>::infinity();
-    for (std::size_t r = 0; r < cap_left.size(); ++r)
-      if (users[r] > 0) level = std::min(level, cap_left[r] / users[r]);
-    for (std::size_t i : open) level = std::min(level, flows_[static_cast<std::size_t>(flows[i])].cap);
-    const double tol = level * 1e-12;
-    for (std::size_t r = 0; r < cap_left.size(); ++r) saturated[r] = users[r] > 0 && cap_left[r] / users[r] <= level + tol;
-    std::vector<std::size_t> still_open;
-    for (std::size_t i : open) {
-      const bool bottlenecked = flows_[static_cast<std::size_t>(flows[i])].cap <= level + tol ||
-                                std::any_of(local_path[i].begin(), local_path[i].end(),
-                                            [&](int r) { return saturated[static_cast<std::size_t>(r)] != 0; });
-      if (!bottlenecked) {
-        still_open.push_back(i);
-        continue;
-      }
-      rate[i] = level;
-      for (int r : local_path[i]) cap_left[static_cast<std::size_t>(r)] -= level, --users[static_cast<std::size_t>(r)];
-    }
-    open.swap(still_open);
   }
+  rate = max_min_rates(local_path, std::move(capacity), cap);
 }
 
 void Fabric::check_capacity(const std::vector<FlowId>& flows, const std::vector<double>& rate) const {

@@ -76,6 +76,34 @@ E parse_choice(const ObjectReader& w, const std::string& key, E fallback, std::i
   fail_at(w.child_path(key), msg);
 }
 
+// `expert_load`: one number >= 0 per expert, its relative share of the token slots; each
+// expert can take each token once, so no share may pass 1 / top_k.
+std::vector<double> parse_expert_load(const ObjectReader& w, const ModelShape& md) {
+  const std::string path = w.child_path("expert_load");
+  if (!md.is_moe()) fail_at(path, fmt::format("{} has no experts", md.name));
+  const Json& v = w.at("expert_load");
+  if (!v.is_array() || v.size() != static_cast<std::size_t>(md.moe.experts))
+    fail_at(path, fmt::format("must be an array of {} numbers (one per expert), got {}", md.moe.experts,
+                              v.is_array() ? fmt::format("{} numbers", v.size()) : std::string(v.type_name())));
+  std::vector<double> share;
+  double sum = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number() || !std::isfinite(v[i].get<double>()) || v[i].get<double>() < 0)
+      fail_at(fmt::format("{}[{}]", path, i), fmt::format("must be a number >= 0, got {}", v[i].dump()));
+    share.push_back(v[i].get<double>());
+    sum += share.back();
+  }
+  if (!(sum > 0) || !std::isfinite(sum)) fail_at(path, "needs a positive, finite total");
+  for (std::size_t i = 0; i < share.size(); ++i) {
+    share[i] /= sum;
+    if (share[i] > 1.0 / static_cast<double>(md.moe.top_k) + 1e-12)
+      fail_at(fmt::format("{}[{}]", path, i),
+              fmt::format("gives this expert {:.3g} of the token slots, more than every token once (1/top_k = {:.3g})", share[i],
+                          1.0 / static_cast<double>(md.moe.top_k)));
+  }
+  return share;
+}
+
 void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   const int tp = t.mesh.size(MeshDim::tp), pp = t.mesh.size(MeshDim::pp);
   const std::string mp = w.child_path("model");
@@ -100,9 +128,14 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   if (ep > 1 && md.moe.experts % ep != 0)
     fail_at(w.child_path("mesh") + ".ep", fmt::format("{} experts do not divide over ep {}", md.moe.experts, ep));
   if (t.expert_load_skew > 0 && !md.is_moe()) fail_at(w.child_path("expert_load_skew"), fmt::format("{} has no experts", md.name));
-  if (md.is_moe() && t.expert_load_skew > static_cast<double>(md.moe.experts - 1))
-    fail_at(w.child_path("expert_load_skew"), fmt::format("{} would give the busiest expert more than all {} experts' tokens (at most {})",
-                                                          t.expert_load_skew, md.moe.experts, md.moe.experts - 1));
+  // An expert takes each token at most once: at most 1 / top_k of the token slots.
+  if (md.is_moe()) {
+    const double most = static_cast<double>(md.moe.experts) / static_cast<double>(md.moe.top_k) - 1;
+    if (t.expert_load_skew > most + 1e-12)
+      fail_at(w.child_path("expert_load_skew"),
+              fmt::format("{} would give the busiest expert more tokens than there are (every token picks {} distinct experts of {}: "
+                          "at most {:g})", t.expert_load_skew, md.moe.top_k, md.moe.experts, most));
+  }
   const int cp = t.mesh.size(MeshDim::cp);
   if (cp > 1 && t.seq_len % (2 * cp) != 0)
     fail_at(w.child_path("seq_len"), fmt::format("{} tokens do not split into 2 x cp = {} equal chunks (context parallelism gives each "
@@ -147,7 +180,7 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
 
 TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std::int64_t gpus) {
   const ObjectReader w(j, path, {"op", "model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule",
-                                 "microbatches", "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype", "cp_method", "expert_load_skew", "moe_dispatch_chunks"});
+                                 "microbatches", "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load", "moe_dispatch_chunks"});
   TrainingStepSpec t;
   t.model = parse_model(w, true);
   t.seq_len = bounded_dimension(w, "seq_len");
@@ -196,6 +229,9 @@ TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std
       fail_at(w.child_path("expert_load_skew"), fmt::format("must be a number >= 0, got {}", v.dump()));
     t.expert_load_skew = v.get<double>();
   }
+  if (w.has("expert_load")) t.expert_load = parse_expert_load(w, t.model);
+  if (w.has("expert_load") && w.has("expert_load_skew"))
+    fail_at(w.child_path("expert_load"), "give either expert_load (a histogram) or expert_load_skew, not both");
   check_divisibility(t, w);
   return t;
 }

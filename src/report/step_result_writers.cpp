@@ -21,11 +21,6 @@ std::string mesh_text(const TrainingStepSpec& t) {
   return parts.empty() ? "one GPU" : fmt::format("{}", fmt::join(parts, " x "));
 }
 
-Tick exposed(const StepVariantRun& run, const std::string& dim) {
-  const auto it = run.exposed_comm.find(dim);
-  return it == run.exposed_comm.end() ? 0 : it->second;
-}
-
 }  // namespace
 
 std::string format_step_table(const StepResult& r) {
@@ -50,8 +45,8 @@ std::string format_step_table(const StepResult& r) {
     const auto sp = r.speedup(run);
     out += fmt::format("{:<22} {:>10.1f} {:>8} {:>12.0f} {:>6.1f} {:>9.1f} {:>7.1f}  {:.1f} {:.1f} {:.1f} {:.1f} {:.1f} {:.1f}{}\n", run.variant,
                        ms(run.sim.makespan), sp ? fmt::format("{:.3f}x", *sp) : "-", run.tokens_per_s_per_gpu, 100 * run.mfu,
-                       gib(run.peak_memory_bytes), 100 * run.bubble_fraction, ms(exposed(run, "tp")), ms(exposed(run, "cp")), ms(exposed(run, "ep")), ms(exposed(run, "fsdp")),
-                       ms(exposed(run, "dp")), ms(exposed(run, "pp")), run.oom ? "  OUT OF MEMORY" : "");
+                       gib(run.peak_memory_bytes), 100 * run.bubble_fraction, ms(run.exposed("tp")), ms(run.exposed("cp")), ms(run.exposed("ep")), ms(run.exposed("fsdp")),
+                       ms(run.exposed("dp")), ms(run.exposed("pp")), run.oom ? "  OUT OF MEMORY" : "");
   }
   for (const auto& run : r.runs)
     if (run.oom) {
@@ -89,8 +84,8 @@ Json step_result_json(const StepResult& r) {
     v["memory_gib"] = mem;
     v["bubble_fraction"] = round_to(run.bubble_fraction, 4);
     Json ex;
-    for (const std::string dim : {"tp", "cp", "ep", "fsdp", "dp", "pp"}) ex[dim] = round_to(ms(exposed(run, dim)), 4);
-    if (exposed(run, "other") > 0) ex["other"] = round_to(ms(exposed(run, "other")), 4);
+    for (const std::string dim : {"tp", "cp", "ep", "fsdp", "dp", "pp"}) ex[dim] = round_to(ms(run.exposed(dim)), 4);
+    if (run.exposed("other") > 0) ex["other"] = round_to(ms(run.exposed("other")), 4);
     v["exposed_comm_ms"] = ex;
     v["layer_ms"] = {{"forward", round_to(ms(run.costs.forward), 5)},
                      {"backward", round_to(ms(run.costs.backward), 5)},

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
+
+#include <fmt/format.h>
 
 #include "tpsim/analysis/metrics.hpp"
 #include "tpsim/runtime/executor.hpp"
-#include <fmt/format.h>
-
+#include "tpsim/step/all_to_all.hpp"
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/step_simulator.hpp"
 
@@ -24,16 +27,37 @@ std::int64_t rows(double slots) { return std::max<std::int64_t>(1, static_cast<s
 
 }  // namespace
 
+double ExpertLoad::rank_slots(int rank) const {
+  if (rank_share.empty()) return 0;
+  double sum = 0;
+  for (double x : rank_experts(rank)) sum += x;
+  return sum;
+}
+
+std::vector<double> ExpertLoad::rank_experts(int rank) const {
+  const std::size_t per = expert_slots.size() / rank_share.size(), first = per * static_cast<std::size_t>(rank);
+  return {expert_slots.begin() + static_cast<std::ptrdiff_t>(first), expert_slots.begin() + static_cast<std::ptrdiff_t>(first + per)};
+}
+
 ExpertLoad expert_load(const TrainingStepSpec& t) {
   const auto& moe = t.model.moe;
-  const double ep = t.mesh.size(MeshDim::ep), experts = static_cast<double>(moe.experts);
+  const int ep = t.mesh.size(MeshDim::ep);
+  const auto experts = static_cast<std::size_t>(moe.experts);
   ExpertLoad l;
+  if (experts == 0) return l;  // a dense model
+  std::vector<double> share = t.expert_load;  // normalized by the parser
+  if (share.empty()) {
+    const double hot = (1 + t.expert_load_skew) / static_cast<double>(experts);
+    share.assign(experts, experts > 1 ? (1 - hot) / static_cast<double>(experts - 1) : 1.0);
+    share[0] = experts > 1 ? hot : 1.0;
+  }
   l.sent_slots = static_cast<double>(t.rank_tokens()) * static_cast<double>(moe.top_k);
   const double total = l.sent_slots * ep;
-  l.mean = total / experts;
-  l.busiest = std::min(total, l.mean * (1 + t.expert_load_skew));
-  l.others = experts > 1 ? (total - l.busiest) / (experts - 1) : 0;
-  l.rank_slots = l.busiest + (experts / ep - 1) * l.others;
+  for (double x : share) l.expert_slots.push_back(total * x);
+  const std::size_t per = experts / static_cast<std::size_t>(ep);
+  l.rank_share.assign(static_cast<std::size_t>(ep), 0.0);
+  for (std::size_t e = 0; e < experts; ++e) l.rank_share[e / per] += share[e];
+  l.busiest_rank = static_cast<int>(std::max_element(l.rank_share.begin(), l.rank_share.end()) - l.rank_share.begin());
   return l;
 }
 
@@ -44,16 +68,16 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
   const double e = dtype_bytes(dtype);
   const Dtype linear = t.linear_dtype.value_or(dtype);  // the experts' GEMMs (their casts are not charged)
   const std::int64_t tokens = t.rank_tokens(), h = m.hidden, ef = m.moe.expert_ffn_hidden / tp, up = m.ffn_up_projections();
-  const std::int64_t local_experts = m.moe.experts / ep;
   const ExpertLoad load = expert_load(t);
-  const double slots = load.rank_slots;
+  const double slots = load.rank_slots(load.busiest_rank);
 
-  // The rank's experts: the busiest alone, the rest as one grouped (batched) GEMM.
+  // The busiest rank's experts as grouped GEMMs: experts with the same token count (rows,
+  // per chunk) batched together, the largest first.
   const auto experts = [&](bool backward, int chunks) {
-    const std::int64_t busiest = rows(load.busiest / chunks), others = rows(load.others / chunks);
+    std::map<std::int64_t, std::int64_t, std::greater<>> batches;  // rows -> experts
+    for (double x : load.rank_experts(load.busiest_rank)) ++batches[rows(x / chunks)];
     std::vector<std::pair<std::string, OpPayload>> ops;
     const auto group = [&](std::int64_t n, std::int64_t batch, const std::string& tag) {
-      if (batch <= 0) return;
       const double act_in = static_cast<double>(n * batch) * static_cast<double>(up * ef) * e;
       if (!backward) {
         ops.push_back({"experts.up" + tag, GemmOp{{n, up * ef, h, linear, batch}}});
@@ -67,12 +91,7 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
         ops.push_back({"experts.up.backward_weight" + tag, GemmOp{{h, up * ef, n, linear, batch}}});
       }
     };
-    if (busiest == others) {
-      group(busiest, local_experts, "");
-    } else {
-      group(busiest, 1, ".busiest");
-      group(others, local_experts - 1, "");
-    }
+    for (const auto& [n, batch] : batches) group(n, batch, batches.size() == 1 ? "" : fmt::format(".rows{}", n));
     return run_alone(ops, hw);
   };
   // Router on this rank's sequence shard, top-k and the permutation into expert order; after
@@ -91,24 +110,24 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
   const Tick combine_b = run_alone({{"unpermute.backward", ElementwiseOp{token_bytes, slot_bytes}}}, hw);
 
   const int leaf = hw.cluster.present() ? hw.cluster.nodes_per_leaf : 0;
-  Tick a2a = 0;
   const int chunks = ep > 1 ? t.moe_dispatch_chunks : 1;
-  GroupCollectiveCost chunk_a2a;
+  // Dispatch: every rank sends each token slot to its expert's rank; combine returns them.
+  // Backward, the output gradients travel like the dispatch and the input gradients like
+  // the combine. Priced as flows (step/all_to_all): the busiest rank's NIC receives the
+  // most in a dispatch, while its combine leaves through its node's NICs together.
+  GroupCollectiveCost dispatch, combine;
   if (ep > 1) {
-    // The busiest rank sends its tokens' slots and receives its experts' slots; the larger
-    // of the two paces its all-to-all (NCCL moves both directions at once).
     const GroupLayout g = group_layout(t.mesh, MeshDim::ep, hw.fabric.gpus_per_node, leaf);
-    const double buffer = std::max(load.sent_slots, slots) * static_cast<double>(h) * e;
-    c.dispatch_bytes = buffer;
-    const GroupCollectiveCost cost = group_collective_cost(GroupOp::all_to_all, buffer, g, hw);
-    a2a = cost.time;
-    if (chunks == 1) {
-      c.collectives.push_back({"ep", "all_to_all (dispatch or combine)", buffer, cost});
-    } else {
-      chunk_a2a = group_collective_cost(GroupOp::all_to_all, buffer / chunks, g, hw);
-      c.collectives.push_back({"ep", "all_to_all (dispatch or combine, one chunk)", buffer / chunks, chunk_a2a});
-    }
+    AllToAllTraffic traffic{load.sent_slots * static_cast<double>(h) * e / chunks, load.rank_share, false};
+    c.dispatch_bytes = traffic.sent_bytes * chunks;
+    dispatch = all_to_all_cost(g, traffic, hw);
+    traffic.gather_back = true;
+    combine = all_to_all_cost(g, traffic, hw);
+    const std::string each = chunks > 1 ? ", one chunk" : "";
+    c.collectives.push_back({"ep", "all_to_all (dispatch" + each + ")", traffic.sent_bytes, dispatch});
+    c.collectives.push_back({"ep", "all_to_all (combine" + each + ")", traffic.sent_bytes, combine});
   }
+  c.dispatch = dispatch.time, c.combine = combine.time;
   Tick tpc = 0, ag_time = 0, rs_time = 0;
   if (tp_collectives && tp > 1) {
     const GroupLayout g = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, leaf);
@@ -138,16 +157,17 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
         compute_alone += work;
         return p.add(std::move(task));
       };
-      const auto transfer = [&](std::string name, std::vector<int> deps) {
-        return p.add(communication_task(StepStream::ep, std::move(name), "ep", chunk_a2a, std::move(deps)));
+      // The first all-to-all of each direction is dispatch-shaped (to the experts' ranks), the second combine-shaped.
+      const auto transfer = [&](std::string name, const GroupCollectiveCost& cost, std::vector<int> deps) {
+        return p.add(communication_task(StepStream::ep, std::move(name), "ep", cost, std::move(deps)));
       };
       const int start = compute("before", before, {});
       std::vector<int> arrived;
-      for (int i = 0; i < chunks; ++i) arrived.push_back(transfer(fmt::format("{}.chunk{}", first, i), {start}));
+      for (int i = 0; i < chunks; ++i) arrived.push_back(transfer(fmt::format("{}.chunk{}", first, i), dispatch, {start}));
       int last = -1;
       for (int i = 0; i < chunks; ++i) {
         const int done = compute(fmt::format("experts.chunk{}", i), experts_chunk, {arrived[static_cast<std::size_t>(i)]});
-        last = transfer(fmt::format("{}.chunk{}", second, i), {done});
+        last = transfer(fmt::format("{}.chunk{}", second, i), combine, {done});
       }
       compute("after", after, {last});
       const StepSimulation sim = simulate_step(p);
@@ -172,7 +192,7 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
     c.backward = ag_time + b + rs_time;
     return c;
   }
-  c.forward_all_to_all = c.backward_all_to_all = 2 * a2a;
+  c.forward_all_to_all = c.backward_all_to_all = dispatch.time + combine.time;
   // The block runs in order; its communication phases fall where the sequence puts them.
   const auto sequence = [&](std::vector<LayerPhase>& phases, const std::vector<std::pair<std::string, Tick>>& steps) {
     Tick now = 0;
@@ -183,12 +203,12 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
     return now;
   };
   const Tick ag = ag_time, rs = rs_time;
-  c.forward = sequence(c.forward_phases, {{"tp.all_gather.moe_input", ag}, {"", route_f}, {"ep.all_to_all.dispatch", a2a},
-                                          {"", experts(false, 1)}, {"ep.all_to_all.combine", a2a}, {"", combine_f},
+  c.forward = sequence(c.forward_phases, {{"tp.all_gather.moe_input", ag}, {"", route_f}, {"ep.all_to_all.dispatch", dispatch.time},
+                                          {"", experts(false, 1)}, {"ep.all_to_all.combine", combine.time}, {"", combine_f},
                                           {"tp.reduce_scatter.moe_output", rs}});
   c.backward = sequence(c.backward_phases, {{"tp.all_gather.moe_output.backward", ag}, {"", combine_b},
-                                            {"ep.all_to_all.combine.backward", a2a}, {"", experts(true, 1)},
-                                            {"ep.all_to_all.dispatch.backward", a2a}, {"", route_b},
+                                            {"ep.all_to_all.combine.backward", dispatch.time}, {"", experts(true, 1)},
+                                            {"ep.all_to_all.dispatch.backward", combine.time}, {"", route_b},
                                             {"tp.reduce_scatter.moe_input.backward", rs}});
   return c;
 }

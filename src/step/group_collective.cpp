@@ -50,22 +50,6 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
       continue;
     }
     const int n = g.ranks;
-    if (op == GroupOp::all_to_all) {
-      // Every peer gets buffer / n (one share stays home). Peers in the node take the NVLink
-      // port; the others the rank's NIC (through the leaf's uplinks when the group leaves it).
-      // Every leaf's GPUs run their all-to-alls at once, so bytes that leave the leaf unit
-      // get 1 / oversubscription of the NIC rate on its uplinks.
-      const double share = buffer_bytes / n;
-      const double inside = share * (g.per_node - 1), outside = share * (n - g.per_node);
-      const double off_leaf = g.leaves > 1 ? share * (n - members_per_leaf) : 0;
-      const double nic_time_bytes = (outside - off_leaf) + off_leaf * std::max(1.0, hw.cluster.oversubscription);
-      const Tick lat = p.base_latency + (outside > 0 ? latency_of(net, false) : p.step_latency);
-      const Tick t = lat + std::max(duration_for(inside, nvlink * p.bandwidth_efficiency),
-                                    outside > 0 ? duration_for(nic_time_bytes, hw.cluster.nic.bytes_per_ps * p.bandwidth_efficiency)
-                                                : Tick{0});
-      if (t < best.time) best = {t, "p2p", p.name, hw.nccl.p2p_channels, best.tier, inside + outside};
-      continue;
-    }
     const bool all_reduce = op == GroupOp::all_reduce;
     const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather
     const double bus = across ? std::min(nvlink, g.per_node * nic) : nvlink;

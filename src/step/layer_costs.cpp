@@ -205,7 +205,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
       case Checkpointing::none: break;
       case Checkpointing::full: m.recompute = m.forward; break;
       case Checkpointing::selective:
-        m.recompute = selective(load.rank_slots, t.model.moe.expert_ffn_hidden / tp) +
+        m.recompute = selective(load.rank_slots(load.busiest_rank), t.model.moe.expert_ffn_hidden / tp) +
                       (shared > 0 ? selective(static_cast<double>(tokens), shared / tp) : 0);
         break;
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tpsim/step/context_parallel.hpp"
+#include "tpsim/step/expert_parallel.hpp"
 
 namespace tpsim {
 
@@ -24,9 +25,12 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
   if (moe) {
     const auto& x = m.moe;
     const double shared = static_cast<double>(x.shared_experts * x.expert_ffn_hidden), ef = static_cast<double>(x.expert_ffn_hidden);
-    const double k = static_cast<double>(x.top_k);
-    // Per token, top_k routed slots: the dispatched input (every TP rank holds each slot's
+    // Per token, top_k routed slots (more on the rank whose experts routing favours: its
+    // memory is the stage's peak): the dispatched input (every TP rank holds each slot's
     // whole hidden vector, hence x tp before the / tp below) and the expert FFN's outputs.
+    const ExpertLoad load = expert_load(t);
+    const double k = load.sent_slots > 0 ? load.rank_slots(load.busiest_rank) / load.sent_slots * static_cast<double>(x.top_k)
+                                         : static_cast<double>(x.top_k);
     ffn_kept = up * shared + k * (h * tp + up * ef);
     ffn_recomputed = shared + k * ef;
   }

@@ -30,7 +30,8 @@ constexpr const char* kMetricColumns =
     "variant,makespan_us,speedup_vs_baseline,exposed_comm_us,sm_utilization,link_utilization,best_variant,sweep";
 // A training step's: time and speedup stay in the same places, so the Markdown table reads both.
 constexpr const char* kStepMetricColumns =
-    "variant,step_time_ms,speedup_vs_baseline,tokens_per_s_per_gpu,mfu,peak_memory_gib,oom,bubble_fraction,best_variant,sweep";
+    "variant,step_time_ms,speedup_vs_baseline,tokens_per_s_per_gpu,mfu,peak_memory_gib,oom,bubble_fraction,"
+    "exposed_tp_ms,exposed_cp_ms,exposed_ep_ms,exposed_fsdp_ms,exposed_dp_ms,exposed_pp_ms,best_variant,sweep";
 
 std::string row_prefix(const SweepSpec& spec, std::int64_t point) {
   std::vector<std::string> cells{std::to_string(point)};
@@ -54,10 +55,12 @@ std::string sweep_step_csv_rows(const SweepSpec& spec, std::int64_t point, const
   std::string out;
   for (const auto& run : result.runs) {
     const auto sp = result.speedup(run);
-    out += fmt::format("{},{},{:.3f},{},{:.1f},{:.4f},{:.2f},{},{:.4f},{},{}\n", prefix, run.variant,
+    std::string exposed;  // ms per mesh dimension, in the header's order
+    for (MeshDim d : kAllMeshDims) exposed += fmt::format("{:.3f},", static_cast<double>(run.exposed(std::string(mesh_dim_name(d)))) * 1e-9);
+    out += fmt::format("{},{},{:.3f},{},{:.1f},{:.4f},{:.2f},{},{:.4f},{}{},{}\n", prefix, run.variant,
                        static_cast<double>(run.sim.makespan) * 1e-9, sp ? fmt::format("{:.4f}", *sp) : "", run.tokens_per_s_per_gpu,
-                       run.mfu, run.peak_memory_bytes / 1073741824.0, run.oom ? "true" : "false", run.bubble_fraction, best->variant,
-                       sweep_id);
+                       run.mfu, run.peak_memory_bytes / 1073741824.0, run.oom ? "true" : "false", run.bubble_fraction, exposed,
+                       best->variant, sweep_id);
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "tpsim/hw/fabric.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/scenario.hpp"
+#include "tpsim/step/all_to_all.hpp"
 #include "tpsim/step/training_step.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
 
@@ -180,6 +181,21 @@ void BM_Step70b256(benchmark::State& state) {
 }
 BENCHMARK(BM_Step405b16k)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Step70b256)->Unit(benchmark::kMillisecond);
+
+// One MoE all-to-all over `ep` members on 8-GPU nodes as flows, re-solved as pieces land: even
+// routing (arg 1 = 0) lands in two waves; a histogram with a different share for every member
+// (arg 1 = 1) lands one receiver at a time, the worst case.
+void BM_AllToAllFlows(benchmark::State& state) {
+  const int ep = static_cast<int>(state.range(0));
+  tpsim::GroupLayout g;
+  g.ranks = ep, g.per_node = 8, g.nodes = ep / 8, g.leaves = 1;
+  tpsim::AllToAllTraffic t{1e8, std::vector<double>(static_cast<std::size_t>(ep)), true};
+  double sum = 0;
+  for (int i = 0; i < ep; ++i) sum += (t.share[static_cast<std::size_t>(i)] = state.range(1) ? 1.0 + i % 97 : 1.0);
+  for (double& x : t.share) x /= sum;
+  for (auto _ : state) benchmark::DoNotOptimize(tpsim::all_to_all_transfer_ps(g, t, 450.0, 50.0, 1));
+}
+BENCHMARK(BM_AllToAllFlows)->Args({64, 0})->Args({64, 1})->Args({256, 0})->Args({256, 1})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -49,20 +49,27 @@ TEST_CASE("Mixtral 8x7B has its published 47B weights, 13B of them active per to
 }
 
 TEST_CASE("all-to-all token slots are conserved: what the ep ranks send their experts receive", "[step][ep]") {
-  for (const std::string skew : {"0", "0.5", "3"}) {
-    const TrainingStepSpec t = parse(moe_step(2, 4, 1, R"(["tp", "ep"])", R"("expert_load_skew": )" + skew)).workload.step;
+  for (const double skew : {0.0, 0.5, 3.0}) {
+    const TrainingStepSpec t = parse(moe_step(2, 4, 1, R"(["tp", "ep"])", fmt::format(R"("expert_load_skew": {})", skew))).workload.step;
     const ExpertLoad l = expert_load(t);
     const double total = l.sent_slots * 4;
     CHECK(l.sent_slots == Approx(4096.0 * 2));  // the TP group's tokens, top 2
-    CHECK(l.busiest + 7 * l.others == Approx(total));
-    CHECK(l.mean * 8 == Approx(total));
-    CHECK(l.rank_slots >= total / 4 - 1e-6);  // the busiest rank has at least its even share
+    double experts = 0, shares = 0, ranks = 0;
+    for (double x : l.expert_slots) experts += x;
+    for (double x : l.rank_share) shares += x;
+    for (int r = 0; r < 4; ++r) ranks += l.rank_slots(r);
+    CHECK(experts == Approx(total));
+    CHECK(shares == Approx(1.0));
+    CHECK(ranks == Approx(total));
+    CHECK(l.expert_slots[0] == Approx((1 + skew) * total / 8));  // the hot expert
+    CHECK(l.busiest_rank == 0);
+    CHECK(l.rank_slots(l.busiest_rank) >= total / 4 - 1e-6);  // the busiest rank has at least its even share
   }
 }
 
 TEST_CASE("more routing skew never speeds up a MoE layer", "[step][ep]") {
   Tick last_f = 0, last_b = 0;
-  for (const char* skew : {"0", "0.25", "1", "3", "7"}) {
+  for (const char* skew : {"0", "0.25", "1", "2", "3"}) {
     const Scenario s = parse(moe_step(2, 4, 1, R"(["tp", "ep"])", fmt::format(R"("expert_load_skew": {})", skew)));
     const MoeLayerCost c = simulate_moe_layer(s.workload.step, s.hardware, s.dtype, true);
     INFO("skew " << skew);
@@ -123,7 +130,7 @@ TEST_CASE("bad expert-parallel input is one line naming the JSON path", "[step][
             .find("$.workload.model.expert_ffn_hidden") != std::string::npos);
   CHECK(test::scenario_error(moe_step(2, 2, 1, R"(["tp", "ep"])", R"("expert_load_skew": -1)")).find("$.workload.expert_load_skew") !=
         std::string::npos);
-  CHECK(test::scenario_error(moe_step(2, 2, 1, R"(["tp", "ep"])", R"("expert_load_skew": 8)")).find("at most 7") != std::string::npos);
+  CHECK(test::scenario_error(moe_step(2, 2, 1, R"(["tp", "ep"])", R"("expert_load_skew": 3.5)")).find("at most 3") != std::string::npos);
   CHECK(test::scenario_error(moe_step(2, 2, 1, R"(["tp", "ep"])", "", 2, R"(, "moe_evry": 2)")).find("did you mean \"moe_every\"") !=
         std::string::npos);
   const std::string layer = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
@@ -143,7 +150,9 @@ TEST_CASE("chunked dispatch runs experts under the next chunk's all-to-all: less
   CHECK(b.forward < a.forward);
   CHECK(b.backward < a.backward);
   // What is left exposed is at least the first chunk's dispatch and the last chunk's combine.
-  CHECK(b.forward_all_to_all >= 2 * b.collectives.front().cost.time);
+  CHECK(b.collectives[0].op == "all_to_all (dispatch, one chunk)");
+  CHECK(b.collectives[1].op == "all_to_all (combine, one chunk)");
+  CHECK(b.forward_all_to_all >= b.collectives[0].cost.time + b.collectives[1].cost.time);
   int dispatches = 0;
   for (const auto& p : b.forward_phases) dispatches += p.name.rfind("ep.all_to_all.dispatch.chunk", 0) == 0;
   CHECK(dispatches == 4);
@@ -153,4 +162,48 @@ TEST_CASE("chunked dispatch runs experts under the next chunk's all-to-all: less
       "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 1, "mesh": {"tp": 8},
                    "moe_dispatch_chunks": 2}})";
   CHECK(test::scenario_error(dense).find("$.workload.moe_dispatch_chunks: llama3_8b has no experts") != std::string::npos);
+}
+
+TEST_CASE("an expert_load histogram: even is uniform routing, one hot expert is the skew, and the hot rank paces the layer",
+          "[step][ep]") {
+  const std::string order = R"(["tp", "fsdp", "ep"])";  // ep across the two nodes
+  const auto layer = [&](const std::string& extra) {
+    const Scenario s = parse(moe_step(2, 4, 2, order, extra));
+    return simulate_moe_layer(s.workload.step, s.hardware, s.dtype, true);
+  };
+  const MoeLayerCost none = layer(""), even = layer(R"("expert_load": [1, 1, 1, 1, 1, 1, 1, 1])");
+  CHECK(even.forward == none.forward);
+  CHECK(even.backward == none.backward);
+  // Expert 0 at 3x the mean (21/56 = 3/8) is skew 2; the other seven share the rest evenly.
+  const MoeLayerCost skew = layer(R"("expert_load_skew": 2)"), hist = layer(R"("expert_load": [21, 5, 5, 5, 5, 5, 5, 5])");
+  CHECK(hist.forward == skew.forward);
+  CHECK(hist.dispatch == skew.dispatch);
+  CHECK(skew.forward > none.forward);
+  // The hot rank's NIC takes the whole dispatch's extra bytes; its combine leaves through its
+  // node's NICs together, so the dispatch is the slower of the two.
+  CHECK(skew.dispatch > none.dispatch);
+  CHECK(skew.combine < skew.dispatch);
+  // Where the hot experts sit matters only through their rank: two hot experts on one rank
+  // cost more than one on each of two ranks.
+  const MoeLayerCost same_rank = layer(R"("expert_load": [3, 3, 1, 1, 1, 1, 1, 1])");
+  const MoeLayerCost two_ranks = layer(R"("expert_load": [3, 1, 3, 1, 1, 1, 1, 1])");
+  CHECK(same_rank.forward > two_ranks.forward);
+  CHECK(same_rank.dispatch > two_ranks.dispatch);
+}
+
+TEST_CASE("bad expert_load histograms are one line naming the JSON path", "[step][ep][input]") {
+  const auto error = [](const std::string& extra) { return test::scenario_error(moe_step(2, 4, 1, R"(["tp", "ep"])", extra)); };
+  CHECK(error(R"("expert_load": [1, 1, 1])").find("$.workload.expert_load: must be an array of 8 numbers (one per expert), got 3") !=
+        std::string::npos);
+  CHECK(error(R"("expert_load": [1, 1, 1, 1, 1, 1, 1, -1])").find("$.workload.expert_load[7]: must be a number >= 0") != std::string::npos);
+  CHECK(error(R"("expert_load": [0, 0, 0, 0, 0, 0, 0, 0])").find("$.workload.expert_load: needs a positive, finite total") !=
+        std::string::npos);
+  // top 2: no expert can take more than half of the slots (every token once).
+  CHECK(error(R"("expert_load": [8, 1, 1, 1, 1, 1, 1, 1])").find("$.workload.expert_load[0]: gives this expert") != std::string::npos);
+  CHECK(error(R"("expert_load": [1, 1, 1, 1, 1, 1, 1, 1], "expert_load_skew": 1)").find("not both") != std::string::npos);
+  CHECK(error(R"("expert_load": "even")").find("$.workload.expert_load: must be an array of 8 numbers") != std::string::npos);
+  const std::string dense = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 1, "mesh": {"tp": 8},
+                   "expert_load": [1, 2]}})";
+  CHECK(test::scenario_error(dense).find("$.workload.expert_load: llama3_8b has no experts") != std::string::npos);
 }

@@ -1,7 +1,6 @@
 #include "support/catch.hpp"
 
 #include <algorithm>
-#include <sstream>
 
 #include "tpsim/sweep/sweep_spec.hpp"
 #include "tpsim/io/scenario.hpp"
@@ -112,4 +111,25 @@ TEST_CASE("A sweep over training steps has step columns and may sweep the mesh",
   const std::string rows = sweep_step_csv_rows(spec, 1, run_training_step(s), "id");
   CHECK(std::count(rows.begin(), rows.end(), '\n') == 2);
   CHECK(rows.find(",async_tp,") != std::string::npos);
+  // Exposed time per mesh dimension, in ms, where the header says: this mesh has a pipeline
+  // and FSDP and no CP, EP or DP.
+  const auto cells = [](const std::string& line) {
+    std::vector<std::string> out;
+    REQUIRE(split_csv_line(line, out));
+    return out;
+  };
+  const auto header = cells(sweep_csv_header(spec).substr(0, sweep_csv_header(spec).size() - 1));
+  const auto row = cells(rows.substr(0, rows.find('\n')));
+  REQUIRE(row.size() == header.size());
+  const auto at = [&](const std::string& column) {
+    const auto it = std::find(header.begin(), header.end(), column);
+    REQUIRE(it != header.end());
+    return std::stod(row[static_cast<std::size_t>(it - header.begin())]);
+  };
+  CHECK(at("exposed_pp_ms") > 0);
+  CHECK(at("exposed_fsdp_ms") >= 0);
+  CHECK(at("exposed_cp_ms") == 0);
+  CHECK(at("exposed_ep_ms") == 0);
+  CHECK(at("exposed_dp_ms") == 0);
+  CHECK(at("exposed_pp_ms") < at("step_time_ms"));
 }

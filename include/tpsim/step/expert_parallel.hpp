@@ -8,8 +8,9 @@
 // a second all-to-all brings the outputs back, and they are summed by the router's weights.
 // Backward runs the same path in reverse with twice the GEMM work. The all-to-alls block:
 // the experts need their tokens and the next op needs the outputs (nothing overlaps them).
-// Load: uniform by default; `expert_load_skew` gives the busiest expert (1 + skew) times the
-// mean, and the rank holding it sets the pace (every rank waits for its outputs).
+// Load: uniform by default, or skewed (a skew parameter or an explicit histogram); the rank
+// whose experts get the most tokens sets the pace (every rank waits for its outputs), and
+// the all-to-alls are priced as the uneven flows they are (step/all_to_all).
 #include <vector>
 
 #include "tpsim/core/tick.hpp"
@@ -20,19 +21,24 @@
 namespace tpsim {
 
 struct ExpertLoad {
-  double mean = 0;        // token slots per expert, over the whole ep group
-  double busiest = 0;     // the busiest expert's
-  double others = 0;      // each other expert's, when the busiest takes its share
-  double rank_slots = 0;  // token slots the busiest expert's rank computes
-  double sent_slots = 0;  // token slots each rank sends (its tokens x top_k)
+  std::vector<double> expert_slots;  // per expert: token slots the whole ep group routes to it
+  std::vector<double> rank_share;    // per ep rank: the share of every rank's slots its experts get
+  int busiest_rank = 0;              // the rank whose experts get the most: it paces every MoE layer
+  double sent_slots = 0;             // token slots each rank sends (its tokens x top_k)
+  double rank_slots(int rank) const;  // token slots rank `rank` computes
+  std::vector<double> rank_experts(int rank) const;  // its experts' slots
 };
+// Experts are placed in order, experts / ep to a rank. The shares come from the workload's
+// `expert_load` histogram, or else from `expert_load_skew` (expert 0 gets 1 + skew times the
+// mean, the others the rest evenly); uniform without either.
 ExpertLoad expert_load(const TrainingStepSpec& t);
 
 struct MoeLayerCost {
   Tick forward = 0, backward = 0;  // the routed block, per microbatch
   Tick forward_all_to_all = 0, backward_all_to_all = 0;  // the part of them all-to-alls take (exposed)
+  Tick dispatch = 0, combine = 0;                         // one dispatch and one combine all-to-all (per chunk when chunked)
   Tick forward_tp = 0, backward_tp = 0;                  // the TP gather and reduce-scatter it adds (no shared experts)
-  double dispatch_bytes = 0;                             // one all-to-all's buffer on the busiest rank
+  double dispatch_bytes = 0;                             // what one rank sends in a dispatch (its own experts' share included)
   std::vector<StepCollective> collectives;
   std::vector<LayerPhase> forward_phases, backward_phases;  // its all-to-alls (and TP collectives), from its start
 };

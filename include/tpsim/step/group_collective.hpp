@@ -16,7 +16,7 @@
 
 namespace tpsim {
 
-enum class GroupOp { all_gather, reduce_scatter, all_reduce, send_recv, all_to_all };
+enum class GroupOp { all_gather, reduce_scatter, all_reduce, send_recv };  // all-to-alls: step/all_to_all
 enum class LinkTier { nvlink, nic };
 std::string_view link_tier_name(LinkTier t);
 
@@ -45,9 +45,7 @@ struct LayerPhase {
 };
 
 // `buffer_bytes`: the all-gather's output, the reduce-scatter's input, the
-// all-reduce's buffer, the message of a send/recv between neighbours, or what one rank
-// sends in an all-to-all (NCCL's grouped send/recv to every peer: its share for peers in
-// its node over NVLink, the rest through its NIC, both at once; the slower decides).
+// all-reduce's buffer, or the message of a send/recv between neighbours.
 GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const GroupLayout& g, const HardwareSpec& hw);
 
 }  // namespace tpsim

@@ -27,6 +27,10 @@ struct StepVariantRun {
   double mfu = 0;
   double bubble_fraction = 0;                // pipeline idle / step time, mean over stages
   std::map<std::string, Tick> exposed_comm;  // per mesh dimension, mean over stages
+  Tick exposed(const std::string& dim) const {  // 0 for a dimension with nothing exposed
+    const auto it = exposed_comm.find(dim);
+    return it == exposed_comm.end() ? 0 : it->second;
+  }
 };
 
 struct StepResult {

@@ -53,6 +53,8 @@ struct TrainingStepSpec {
   CpMethod cp_method = CpMethod::allgather;
   // Routing imbalance: the busiest expert gets (1 + skew) times the mean tokens (0: uniform).
   double expert_load_skew = 0;
+  // Or the share of token slots each expert gets (normalized; empty: from the skew).
+  std::vector<double> expert_load;
   // Each MoE layer's token slots sent in this many chunks, so the experts of one chunk run
   // while the next chunk's tokens travel (1: one all-to-all each way, nothing overlapped).
   int moe_dispatch_chunks = 1;

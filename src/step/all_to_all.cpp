@@ -1,0 +1,142 @@
+#include "tpsim/step/all_to_all.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "tpsim/hw/max_min.hpp"
+
+namespace tpsim {
+
+namespace {
+
+// The links of one group's all-to-all, as resource indices.
+struct Links {
+  std::vector<double> capacity;
+  int add(double c) {
+    capacity.push_back(c);
+    return static_cast<int>(capacity.size()) - 1;
+  }
+};
+
+// A bundle of `count` identical pieces: one path, one size each.
+struct Bundle {
+  std::vector<int> path;
+  double count = 1, size = 0, left = 0;  // pieces; bytes per piece, and still to move
+};
+
+}  // namespace
+
+double all_to_all_transfer_ps(const GroupLayout& g, const AllToAllTraffic& traffic, double nvlink, double nic,
+                              double oversubscription) {
+  const int n = g.ranks;
+  if (static_cast<int>(traffic.share.size()) != n) throw std::logic_error("all-to-all: one share per member");
+  if (n < 2 || traffic.sent_bytes <= 0) return 0;
+  const int per_node = std::max(1, std::min(g.per_node, n));
+  const int nodes = (n + per_node - 1) / per_node;
+  const int leaves = std::clamp(g.leaves, 1, nodes);
+  const int nodes_per_leaf = (nodes + leaves - 1) / leaves;
+  const auto node_of = [&](int m) { return m / per_node; };
+  const auto leaf_of = [&](int node) { return node / nodes_per_leaf; };
+  std::vector<int> node_members(static_cast<std::size_t>(nodes), 0), leaf_members(static_cast<std::size_t>(leaves), 0);
+  for (int m = 0; m < n; ++m) ++node_members[static_cast<std::size_t>(node_of(m))], ++leaf_members[static_cast<std::size_t>(leaf_of(node_of(m)))];
+
+  Links links;
+  std::vector<int> nvl_out, nvl_in, nic_in, node_out, up_out, up_in;
+  for (int m = 0; m < n; ++m) nvl_out.push_back(links.add(nvlink)), nvl_in.push_back(links.add(nvlink)), nic_in.push_back(links.add(nic));
+  for (int a = 0; a < nodes; ++a) node_out.push_back(links.add(node_members[static_cast<std::size_t>(a)] * nic));
+  const bool uplinks = leaves > 1 && oversubscription > 1;
+  if (uplinks)
+    for (int l = 0; l < leaves; ++l) {
+      const double c = leaf_members[static_cast<std::size_t>(l)] * nic / oversubscription;
+      up_out.push_back(links.add(c)), up_in.push_back(links.add(c));
+    }
+
+  // Pieces inside a node, one each; pieces between nodes bundled by (sending node,
+  // receiver, size): they share one path, so max-min gives them one rate.
+  std::vector<Bundle> bundles;
+  std::map<std::tuple<int, int, double>, std::size_t> across;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      const double b = traffic.bytes(i, j);
+      if (i == j || b <= 0) continue;
+      const int a = node_of(i), z = node_of(j);
+      if (a == z) {
+        bundles.push_back({{nvl_out[static_cast<std::size_t>(i)], nvl_in[static_cast<std::size_t>(j)]}, 1, b, b});
+        continue;
+      }
+      const auto [it, fresh] = across.try_emplace({a, j, b}, bundles.size());
+      if (!fresh) {
+        bundles[it->second].count += 1;
+        continue;
+      }
+      Bundle u{{node_out[static_cast<std::size_t>(a)], nic_in[static_cast<std::size_t>(j)]}, 1, b, b};
+      const int la = leaf_of(a), lz = leaf_of(z);
+      if (uplinks && la != lz) u.path.push_back(up_out[static_cast<std::size_t>(la)]), u.path.push_back(up_in[static_cast<std::size_t>(lz)]);
+      bundles.push_back(std::move(u));
+    }
+
+  // Progressive filling, re-solved each time pieces land, until the last one has. The
+  // paths of the bundles still moving are kept side by side with them and compacted in place.
+  double now = 0;
+  std::vector<std::vector<int>> paths;
+  std::vector<double> weight, left, size;
+  for (Bundle& u : bundles) paths.push_back(std::move(u.path)), weight.push_back(u.count), left.push_back(u.left), size.push_back(u.size);
+  while (!paths.empty()) {
+    const std::vector<double> rate =
+        max_min_rates(paths, links.capacity, std::vector<double>(paths.size(), std::numeric_limits<double>::infinity()), weight);
+    double step = std::numeric_limits<double>::infinity();
+    for (std::size_t x = 0; x < paths.size(); ++x) step = std::min(step, left[x] / rate[x]);
+    if (!(step > 0 && step < std::numeric_limits<double>::infinity())) throw std::logic_error("all-to-all: pieces that cannot move");
+    now += step;
+    std::size_t kept = 0;
+    for (std::size_t x = 0; x < paths.size(); ++x) {
+      left[x] -= rate[x] * step;
+      if (left[x] <= size[x] * 1e-9) continue;  // pieces landing together land at once
+      if (kept != x) paths[kept] = std::move(paths[x]), weight[kept] = weight[x], left[kept] = left[x], size[kept] = size[x];
+      ++kept;
+    }
+    paths.resize(kept), weight.resize(kept), left.resize(kept), size.resize(kept);
+  }
+  return now;
+}
+
+GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic& traffic, const HardwareSpec& hw) {
+  GroupCollectiveCost best;
+  if (g.ranks == 1 || traffic.sent_bytes <= 0) {
+    best.algorithm = "none";
+    return best;
+  }
+  const bool across = g.crosses_nodes();
+  if (across && !hw.cluster.present()) throw std::logic_error("a group across nodes on hardware without a cluster network");
+  best.tier = across ? LinkTier::nic : LinkTier::nvlink;
+  const double nic = across ? hw.cluster.nic.bytes_per_ps : 0;
+  // Every capacity scales with a protocol's efficiency alike, so the links are solved once.
+  const double links_ps = all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps, nic, hw.cluster.oversubscription);
+  double busiest_send = 0;
+  for (int i = 0; i < g.ranks; ++i) {
+    double sent = 0;
+    for (int j = 0; j < g.ranks; ++j)
+      if (j != i) sent += traffic.bytes(i, j);
+    busiest_send = std::max(busiest_send, sent);
+  }
+  best.time = kTickMax;
+  for (const NcclProtocol& p : hw.nccl.protocols) {
+    Tick lat = p.base_latency + p.step_latency;  // one hop to every peer at once
+    if (across) {
+      const NetLatency* net = hw.cluster.latency_for(p.name);
+      if (!net) throw std::logic_error("cluster network latency missing for a protocol");
+      lat = p.base_latency + net->ring_step;
+    }
+    const double ps = std::ceil(links_ps / p.bandwidth_efficiency);
+    if (!(ps < static_cast<double>(kTickMax - lat))) throw std::overflow_error("all-to-all time past the tick range");
+    const Tick t = lat + static_cast<Tick>(ps);
+    if (t < best.time) best = {t, "p2p", p.name, hw.nccl.p2p_channels, best.tier, busiest_send};
+  }
+  return best;
+}
+
+}  // namespace tpsim
