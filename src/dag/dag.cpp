@@ -1,5 +1,6 @@
 #include "tpsim/dag/dag.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <boost/graph/topological_sort.hpp>
@@ -10,6 +11,14 @@
 namespace tpsim {
 
 Dag::Dag(int ranks) : ranks_(ranks), program_(static_cast<std::size_t>(ranks)), last_on_stream_(static_cast<std::size_t>(ranks)) {}
+
+void Dag::reserve(std::size_t ops) {
+  ops = std::min(ops, kMaxOps);
+  // vecS keeps the vertices in one std::vector, m_vertices (public in Boost's
+  // vec_adj_list_impl, with no reserve of its own).
+  g_->m_vertices.reserve(ops);
+  for (auto& p : program_) p.reserve(ops / program_.size() + 1);
+}
 
 OpId Dag::add(int rank, int stream, std::string name, OpPayload payload) {
   if (rank < 0 || rank >= ranks_ || stream < 0) throw std::logic_error("op on a rank or stream that does not exist");

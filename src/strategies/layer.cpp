@@ -130,12 +130,16 @@ class LayerBuilder {
 
 }  // namespace
 
-void check_layer_op_budget(const Scenario& s) {
+// An upper estimate of the layers' op count: a decomposed region has a few ops per rank and step.
+double layer_op_estimate(const Scenario& s) {
   const auto& w = s.workload;
   const bool fwd = w.pass != Pass::backward, bwd = w.pass != Pass::forward;
-  // A decomposed region has a few ops per rank and step.
   const double regions = (fwd ? 4.0 : 0.0) + (bwd ? 6.0 : 0.0);
-  const double estimate = static_cast<double>(s.gpus) * w.layers * (regions * (8.0 * s.gpus + 16) + 10);
+  return static_cast<double>(s.gpus) * w.layers * (regions * (8.0 * s.gpus + 16) + 10);
+}
+
+void check_layer_op_budget(const Scenario& s) {
+  const double estimate = layer_op_estimate(s);
   if (estimate > static_cast<double>(Dag::kMaxOps))
     throw SimulationLimit(fmt::format("the op graph would have about {:.0f} ops, more than {}: simulate fewer layers or GPUs",
                                       estimate, Dag::kMaxOps));
@@ -147,6 +151,7 @@ void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant) {
   const bool fwd = w.pass != Pass::backward, bwd = w.pass != Pass::forward;
   const auto prefix = [&](int l) { return w.layers > 1 ? fmt::format("layer{}.", l) : std::string(); };
   check_layer_op_budget(s);  // refuse before allocating
+  dag.reserve(static_cast<std::size_t>(layer_op_estimate(s)));
   if (fwd)
     for (int l = 0; l < w.layers; ++l) {
       LayerBuilder b(dag, s, variant, prefix(l));

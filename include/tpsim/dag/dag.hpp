@@ -23,6 +23,8 @@ class Dag {
 
   explicit Dag(int ranks);
 
+  // Room for about `ops` ops over all ranks, so a large graph is not copied as it grows.
+  void reserve(std::size_t ops);
   // Appends an op to (rank, stream); it depends on the stream's previous op.
   OpId add(int rank, int stream, std::string name, OpPayload payload);
   int new_event() { return events_++; }
