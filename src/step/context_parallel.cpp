@@ -4,9 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "tpsim/analysis/metrics.hpp"
-#include "tpsim/runtime/executor.hpp"
 #include "tpsim/step/group_layout.hpp"
+#include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/step_simulator.hpp"
 
 namespace tpsim {
@@ -24,11 +23,7 @@ CpShape cp_shape(const TrainingStepSpec& t) {
   return {t.rank_tokens(), t.seq_len / cp, t.model.heads / tp, std::max<std::int64_t>(1, t.model.kv_heads / tp), t.model.head_dim};
 }
 
-Tick alone(OpPayload op, const HardwareSpec& hw) {
-  Dag dag(1);
-  dag.add(0, 0, "kernel", std::move(op));
-  return analyze(dag, execute(dag, hw, false)).makespan;
-}
+Tick alone(OpPayload op, const HardwareSpec& hw) { return kernels_alone({{"kernel", std::move(op)}}, hw); }
 
 }  // namespace
 

@@ -7,21 +7,14 @@
 
 #include <fmt/format.h>
 
-#include "tpsim/analysis/metrics.hpp"
-#include "tpsim/runtime/executor.hpp"
 #include "tpsim/step/all_to_all.hpp"
 #include "tpsim/step/group_layout.hpp"
+#include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/step_simulator.hpp"
 
 namespace tpsim {
 
 namespace {
-
-Tick run_alone(const std::vector<std::pair<std::string, OpPayload>>& ops, const HardwareSpec& hw) {
-  Dag dag(1);
-  for (const auto& [name, op] : ops) dag.add(0, 0, name, op);
-  return ops.empty() ? 0 : analyze(dag, execute(dag, hw, false)).makespan;
-}
 
 std::int64_t rows(double slots) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(slots))); }
 
@@ -92,22 +85,22 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
       }
     };
     for (const auto& [n, batch] : batches) group(n, batch, batches.size() == 1 ? "" : fmt::format(".rows{}", n));
-    return run_alone(ops, hw);
+    return kernels_alone(ops, hw);
   };
   // Router on this rank's sequence shard, top-k and the permutation into expert order; after
   // the experts, the weighted sum back into token order.
   const std::int64_t shard = std::max<std::int64_t>(1, tokens / tp);
   const double token_bytes = static_cast<double>(tokens) * static_cast<double>(h) * e;
   const double slot_bytes = slots * static_cast<double>(h) * e;
-  const Tick route_f = run_alone({{"router", GemmOp{{shard, m.moe.experts, h, dtype}}},
+  const Tick route_f = kernels_alone({{"router", GemmOp{{shard, m.moe.experts, h, dtype}}},
                                   {"permute", ElementwiseOp{token_bytes, load.sent_slots * static_cast<double>(h) * e}}},
                                  hw);
-  const Tick combine_f = run_alone({{"unpermute", ElementwiseOp{slot_bytes, token_bytes}}}, hw);
-  const Tick route_b = run_alone({{"permute.backward", ElementwiseOp{load.sent_slots * static_cast<double>(h) * e, token_bytes}},
+  const Tick combine_f = kernels_alone({{"unpermute", ElementwiseOp{slot_bytes, token_bytes}}}, hw);
+  const Tick route_b = kernels_alone({{"permute.backward", ElementwiseOp{load.sent_slots * static_cast<double>(h) * e, token_bytes}},
                                   {"router.backward_input", GemmOp{{shard, h, m.moe.experts, dtype}}},
                                   {"router.backward_weight", GemmOp{{h, m.moe.experts, shard, dtype}}}},
                                  hw);
-  const Tick combine_b = run_alone({{"unpermute.backward", ElementwiseOp{token_bytes, slot_bytes}}}, hw);
+  const Tick combine_b = kernels_alone({{"unpermute.backward", ElementwiseOp{token_bytes, slot_bytes}}}, hw);
 
   const int leaf = hw.cluster.present() ? hw.cluster.nodes_per_leaf : 0;
   const int chunks = ep > 1 ? t.moe_dispatch_chunks : 1;
