@@ -8,6 +8,7 @@
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/json_numbers.hpp"
 #include "tpsim/io/scenario.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 namespace tpsim {
 
@@ -56,7 +57,7 @@ std::string mesh_text(const Layout& l) {
 Advice advise(const Json& scenario_json, const std::string& base_dir) {
   HardwareCache cache;
   const Scenario base = parse_scenario(scenario_json, base_dir, &cache);
-  if (base.workload.op != "training_step") throw InputError("$.workload.op: advise ranks meshes for a training_step");
+  if (!is_training_step(base.workload)) throw InputError("$.workload.op: advise ranks meshes for a training_step");
   const TrainingStepSpec& t = base.workload.step;
   const std::int64_t sequences = t.local_batch * t.data_parallel();
   Advice advice;

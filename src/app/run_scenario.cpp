@@ -1,7 +1,7 @@
 #include "tpsim/app/run_scenario.hpp"
 
 #include "tpsim/runtime/executor.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 namespace tpsim {
 

@@ -10,7 +10,7 @@
 #include "tpsim/calibration/result_import.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/scenario.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 namespace tpsim {
 
@@ -105,7 +105,8 @@ std::shared_ptr<const Scenario> parse_nested_scenario(const ObjectReader& r, con
   }
   const std::string variant = r.string("variant");
   sj["variants"] = Json::array({variant});
-  if (sj.contains("workload") && sj["workload"].is_object() && sj["workload"].value("op", "") == "training_step")
+  const WorkloadKind* kind = sj.contains("workload") ? workload_kind_named_in(sj["workload"]) : nullptr;
+  if (kind && kind->whole_step)
     fail_at(path + ".workload.op", "a training step is not a measurement row (measure its ops; compare steps with tpsim run)");
   try {
     return std::make_shared<const Scenario>(parse_scenario(sj, base_dir));

@@ -7,7 +7,7 @@
 
 #include "tpsim/analysis/metrics.hpp"
 #include "tpsim/runtime/executor.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 namespace tpsim {
 

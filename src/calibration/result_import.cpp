@@ -6,7 +6,7 @@
 
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/io/scenario.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 namespace tpsim {
 

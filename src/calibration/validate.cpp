@@ -8,6 +8,7 @@
 
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/io/hardware_loader.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 namespace tpsim {
 
@@ -24,8 +25,7 @@ std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
 bool fittable(const Measurement& m) {
   if (m.kind != MeasurementKind::scenario || !m.op.empty()) return true;
   // A makespan is op-level only when it is one collective and one GEMM in sequence.
-  const std::string& op = m.scenario->workload.op;
-  return m.scenario->variants.front() == "baseline" && (op == "matmul" || op == "allgather_matmul" || op == "matmul_reducescatter");
+  return m.scenario->variants.front() == "baseline" && workload_kind(m.scenario->workload).op_level;
 }
 
 Validation validate(const ValidationRequest& req) {

@@ -32,7 +32,7 @@
 #include "tpsim/report/result_writers.hpp"
 #include "tpsim/report/step_result_writers.hpp"
 #include "tpsim/report/step_trace.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 #include "tpsim/sweep/sweep_runner.hpp"
 #include "write_file.hpp"
 
@@ -96,7 +96,7 @@ int run_command(const std::string& scenario_file, const TraceRequest& trace, con
   check_outputs({trace_file, json_file});
   const tpsim::Scenario s = tpsim::load_scenario_file(scenario_file);
   for (const std::string& note : s.notes) std::cerr << "tpsim: note: " << note << "\n";
-  if (s.workload.op == "training_step") return training_step_command(s, trace, json_file);
+  if (tpsim::is_training_step(s.workload)) return training_step_command(s, trace, json_file);
   tpsim::TraceOptions trace_options;
   trace_options.detail = trace.detail == "ops" ? tpsim::TraceDetail::ops : tpsim::TraceDetail::full;
   if (!trace.ranks.empty()) trace_options.ranks = tpsim::parse_trace_ranks(trace.ranks, s.gpus);
@@ -208,6 +208,7 @@ int main(int argc, char** argv) {
   std::string hw_name;
   auto* hw_show = hardware->add_subcommand("show", "every parameter of a model, with unit and source");
   hw_show->add_option("name", hw_name, "model name (file stem in models/) or path to a hardware JSON")->required();
+  auto* workloads = app.add_subcommand("workloads", "the workloads a scenario can name: keys, GPUs and variants of each");
   tpsim::SweepOptions sweep_opts;
   std::string sweep_file, shard;
   auto* sweep = app.add_subcommand("sweep", "simulate a sweep of scenarios in parallel; resumable");
@@ -303,6 +304,7 @@ int main(int argc, char** argv) {
       if (!merge_markdown.empty()) tpsim::write_markdown_from_csv(merge_output, merge_markdown);
       return 0;
     }
+    if (*workloads) std::cout << tpsim::describe_workloads();
     if (*hw_list) std::cout << tpsim::hardware_list();
     if (*hw_show) std::cout << tpsim::hardware_show(hw_name);
   } catch (const tpsim::OutputError& e) {

@@ -15,7 +15,7 @@
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/report/chrome_trace.hpp"
 #include "tpsim/report/result_writers.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 #include "write_file.hpp"
 
 namespace tpsim::cli {
@@ -30,7 +30,7 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
   for (const std::string& out : {o.output, o.trace})
     if (!out.empty()) check_output_path(out);  // before any GPU time is spent
   const Scenario s = load_scenario_file(scenario_file);
-  if (s.workload.op == "training_step")
+  if (is_training_step(s.workload))
     throw InputError(fmt::format("{}: $.workload.op: measure runs one TP group's op DAG; a training step is not one (tpsim run)", scenario_file));
   if (o.dry_run) {
     Json all = Json::array();

@@ -4,97 +4,12 @@
 
 #include "tpsim/cost/reduction_cost.hpp"
 #include "tpsim/io/hardware_loader.hpp"
-#include "tpsim/io/model_loader.hpp"
 #include "tpsim/io/scenario.hpp"
-#include "tpsim/io/training_step_loader.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 namespace tpsim {
 
 namespace {
-
-Workload parse_layer_workload(const ObjectReader& w, const std::string& op, int gpus) {
-  Workload wl;
-  wl.op = op;
-  wl.model = parse_model(w, false);
-  wl.tokens = bounded_dimension(w, "tokens");
-  wl.seq_len = bounded_dimension(w, "seq_len");
-  const std::string pass = w.has("pass") ? w.string("pass") : "forward";
-  if (pass == "forward") wl.pass = Pass::forward;
-  else if (pass == "backward") wl.pass = Pass::backward;
-  else if (pass == "forward_backward") wl.pass = Pass::forward_backward;
-  else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
-  const std::int64_t layers = w.positive_int_or("layers", 1);
-  if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
-  wl.layers = static_cast<int>(layers);
-  const auto divides = [&](std::int64_t v, const std::string& what, const std::string& p) {
-    if (v % gpus != 0) fail_at(p, fmt::format("{} {} do not divide evenly over {} GPUs", v, what, gpus));
-  };
-  divides(wl.tokens, "tokens", w.child_path("tokens"));
-  if (wl.tokens % wl.seq_len != 0)
-    fail_at(w.child_path("tokens"), fmt::format("{} tokens are not a whole number of {}-token sequences", wl.tokens, wl.seq_len));
-  const std::string mp = w.child_path("model");
-  divides(wl.model.heads, "attention heads", mp + ".heads");
-  divides(wl.model.ffn_hidden, "FFN columns", mp + ".ffn_hidden");
-  const auto kv = wl.model.kv_heads;
-  if ((kv >= gpus && kv % gpus != 0) || (kv < gpus && gpus % kv != 0))
-    fail_at(mp + ".kv_heads", fmt::format("{} KV heads can be neither split nor replicated evenly over {} GPUs", kv, gpus));
-  if (kv > wl.model.heads) fail_at(mp + ".kv_heads", "more KV heads than attention heads");
-  // The layer's GEMMs, whole (before TP splits them), must fit a GPU like any given GEMM.
-  const ModelShape& md = wl.model;
-  const std::int64_t q = md.heads * md.head_dim, qkv = q + 2 * md.kv_heads * md.head_dim;
-  for (const auto& [k, n] : {std::pair{md.hidden, qkv}, std::pair{q, md.hidden}, std::pair{md.hidden, 2 * md.ffn_hidden},
-                             std::pair{md.ffn_hidden, md.hidden}})
-    check_gemm_fits(wl.tokens, n, k, mp);
-  return wl;
-}
-
-Workload parse_workload(const Json& j, const std::string& path, int gpus) {
-  if (!j.is_object()) fail_at(path, fmt::format("must be an object, got {}", j.type_name()));
-  if (!j.contains("op")) fail_at(path, "missing required key \"op\"");
-  const std::string op = as_string(j["op"], path + ".op");
-  const auto ops = workload_ops();
-  if (std::find(ops.begin(), ops.end(), op) == ops.end()) {
-    std::string msg = fmt::format("unknown op \"{}\"", op);
-    if (auto s = closest_match(op, ops)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
-    else msg += fmt::format(" (supported: {})", fmt::join(ops, ", "));
-    fail_at(path + ".op", msg);
-  }
-  if (op == "training_step") {
-    Workload wl;
-    wl.op = op;
-    wl.step = parse_training_step(j, path, gpus);
-    return wl;
-  }
-  if (op == "transformer_layer" || op == "ffn" || op == "attention") {
-    if (gpus < 2) fail_at("$.gpus", fmt::format("{} needs at least 2 GPUs (a TP group)", op));
-    return parse_layer_workload(ObjectReader(j, path, {"op", "model", "tokens", "seq_len", "pass", "layers"}), op, gpus);
-  }
-  const ObjectReader w(j, path, {"op", "m", "k", "n"});
-  Workload wl;
-  wl.op = op;
-  wl.m = bounded_dimension(w, "m");
-  wl.k = bounded_dimension(w, "k");
-  if (w.has("n") && w.at("n").is_array()) {
-    if (op != "allgather_matmul") fail_at(w.child_path("n"), fmt::format("a list of n (several weights) is only for allgather_matmul"));
-    const Json& ns = w.at("n");
-    if (ns.empty() || ns.size() > 16) fail_at(w.child_path("n"), "must list 1 to 16 weights");
-    for (std::size_t i = 0; i < ns.size(); ++i) {
-      const std::string p = fmt::format("{}[{}]", w.child_path("n"), i);
-      const std::int64_t v = as_positive_int(ns[i], p);
-      if (v > kMaxDimension) fail_at(p, fmt::format("{} is larger than the limit {}", v, kMaxDimension));
-      wl.n.push_back(v);
-    }
-  } else {
-    wl.n.push_back(bounded_dimension(w, "n"));
-  }
-  for (std::int64_t n : wl.n) check_gemm_fits(wl.m, n, wl.k, w.path());
-  if (op == "matmul") return wl;
-  if (gpus < 2) fail_at("$.gpus", fmt::format("{} needs at least 2 GPUs", op));
-  if (wl.m % gpus != 0)
-    fail_at(w.child_path("m"), fmt::format("{} rows do not divide evenly over {} GPUs", wl.m, gpus));
-  return wl;
-}
 
 SoftwareChoices parse_software(const ObjectReader& r) {
   SoftwareChoices sw;
@@ -149,14 +64,14 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   const ObjectReader root(j, "$", {"name", "hardware", "gpus", "dtype", "workload", "variants", "software"});
   Scenario s;
   s.name = root.optional_string("name").value_or("");
-  // A training step simulates one rank per pipeline stage, so its mesh may be a whole cluster.
-  const Json& wj = root.at("workload");
-  const bool step = wj.is_object() && wj.contains("op") && wj["op"] == "training_step";
-  const int max_gpus = step ? kMaxClusterGpus : kMaxGpus;
+  // The workload kind bounds the GPUs: a training step simulates one rank per pipeline stage,
+  // so its mesh may be a whole cluster; other workloads simulate every GPU of one TP group.
+  const WorkloadKind* kind = workload_kind_named_in(root.at("workload"));
+  const int max_gpus = kind ? kind->max_gpus : kMaxClusterGpus;
   s.gpus = static_cast<int>(std::min<std::int64_t>(root.positive_int("gpus"), max_gpus + 1));
   if (s.gpus > max_gpus)
-    fail_at("$.gpus", step ? fmt::format("more than {} GPUs is not supported", max_gpus)
-                           : fmt::format("more than {} GPUs in one TP group is not supported", max_gpus));
+    fail_at("$.gpus", kind && kind->whole_step ? fmt::format("more than {} GPUs is not supported", max_gpus)
+                                               : fmt::format("more than {} GPUs in one TP group is not supported", max_gpus));
   const std::string dtype = root.string("dtype");
   const auto d = parse_dtype(dtype);
   if (!d) fail_at("$.dtype", fmt::format("unknown dtype \"{}\" (supported: bf16, fp16, fp32, fp8)", dtype));
@@ -166,11 +81,11 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   if (root.has("variants")) {
     const Json& vs = root.array("variants");
     if (vs.empty()) fail_at("$.variants", "must name at least one variant");
-    const auto known = variants_for(s.workload.op);
+    const auto known = workload_kind(s.workload).variants();
     for (std::size_t i = 0; i < vs.size(); ++i) {
       const std::string path = fmt::format("$.variants[{}]", i);
       const std::string v = as_string(vs[i], path);
-      if (!supports(s.workload.op, v)) {
+      if (!supports(s, v)) {
         std::string msg = fmt::format("variant \"{}\" is not available for {}", v, s.workload.op);
         if (auto sug = closest_match(v, known)) msg += fmt::format(" (did you mean \"{}\"?)", *sug);
         else msg += fmt::format(" (available: {})", fmt::join(known, ", "));
@@ -181,23 +96,13 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
       s.variants.push_back(v);
     }
   } else {
-    s.variants = variants_for(s.workload.op);
+    s.variants = workload_kind(s.workload).variants();
   }
   if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));
-  const FabricSpec& fabric = s.hardware.fabric;
-  if (step) {
-    s.notes = check_training_hardware(s.workload.step, s.gpus, s.hardware);
-    return s;
-  }
-  if (fabric.topology != "multi_node" && s.gpus > fabric.gpus_per_node)
-    fail_at("$.gpus", fmt::format("{} is one node of {} GPUs (topology \"{}\"); {} GPUs need a multi_node hardware model such as "
-                                  "h100_sxm_2node", s.hardware.name, fabric.gpus_per_node, fabric.topology, s.gpus));
-  if (fabric.topology == "multi_node")
-    s.notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of up to {} GPUs, one NIC per GPU between nodes", s.gpus, s.hardware.name,
-                                  (s.gpus + fabric.gpus_per_node - 1) / fabric.gpus_per_node, fabric.gpus_per_node));
+  s.notes = workload_kind(s.workload).check_hardware(s);
   return s;
 }
 

@@ -178,9 +178,13 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
 
 }  // namespace
 
-TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std::int64_t gpus) {
-  const ObjectReader w(j, path, {"op", "model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule",
-                                 "microbatches", "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load", "moe_dispatch_chunks"});
+std::vector<std::string> training_step_keys() {
+  return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
+          "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
+          "moe_dispatch_chunks"};
+}
+
+TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   TrainingStepSpec t;
   t.model = parse_model(w, true);
   t.seq_len = bounded_dimension(w, "seq_len");

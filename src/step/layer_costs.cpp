@@ -76,10 +76,10 @@ std::string region_of(const std::string& op) {
 // is not charged to every layer. Also the TP communication a layer leaves exposed, and
 // where each region's communication falls.
 PassCost per_layer(const Scenario& s, const std::string& variant, Pass pass, const LayerPart& part = {}) {
-  const Dag one_dag = build_dag(layer_scenario(s, pass, 1, part), variant);
+  const Dag one_dag = build_layer_dag(layer_scenario(s, pass, 1, part), variant);
   const Timeline tl = execute(one_dag, s.hardware, false);
   const VariantMetrics one = analyze(one_dag, tl);
-  const Tick two = makespan(build_dag(layer_scenario(s, pass, 2, part), variant), s.hardware);
+  const Tick two = makespan(build_layer_dag(layer_scenario(s, pass, 2, part), variant), s.hardware);
   PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0};
   std::map<std::string, std::pair<Tick, Tick>> spans;  // region -> first start, last end
   std::vector<std::string> order;

@@ -36,8 +36,6 @@ const Variant* find_variant(const std::string& name) {
   return nullptr;
 }
 
-bool is_layer_op(const std::string& op) { return op == "transformer_layer" || op == "ffn" || op == "attention"; }
-
 Region single_region(const Scenario& s, bool gather) {
   const Workload& w = s.workload;
   Region r{gather ? "ag_mm" : "mm_rs", s.gpus, s.dtype, 0, {}, s.software.symm_mem_reduction};
@@ -50,50 +48,44 @@ Region single_region(const Scenario& s, bool gather) {
 
 }  // namespace
 
-std::vector<std::string> workload_ops() {
-  return {"matmul", "allgather_matmul", "matmul_reducescatter", "transformer_layer", "ffn", "attention", "training_step"};
-}
-
-std::vector<std::string> variants_for(const std::string& op) {
-  if (op == "matmul") return {"baseline"};
+std::vector<std::string> tp_variants(bool needs_scatter) {
   std::vector<std::string> out;
   for (const auto& v : variants())
-    if (op != "matmul_reducescatter" || v.builders.scatter) out.push_back(v.name);
+    if (!needs_scatter || v.builders.scatter) out.push_back(v.name);
   return out;
 }
 
-bool supports(const std::string& op, const std::string& variant) {
-  const auto v = variants_for(op);
-  return std::find(v.begin(), v.end(), variant) != v.end();
-}
-
-Dag build_dag(const Scenario& s, const std::string& variant) {
-  const Variant* v = find_variant(variant);
-  if (s.workload.op == "training_step") throw std::logic_error("a training step is simulated by run_training_step, not as one DAG");
-  if (!v || !supports(s.workload.op, variant)) throw std::logic_error("no strategy for " + s.workload.op + " / " + variant);
+Dag build_matmul_dag(const Scenario& s) {
   Dag dag(s.gpus);
   dag.set_host_issue(s.software.op_issue);
-  const std::string& op = s.workload.op;
-  if (op == "matmul") {
-    for (int r = 0; r < s.gpus; ++r)
-      for (std::int64_t n : s.workload.n) dag.add(r, kCompute, "matmul", GemmOp{{s.workload.m, n, s.workload.k, s.dtype}});
-  } else if (op == "allgather_matmul") {
-    v->builders.gather(dag, single_region(s, true));
-  } else if (op == "matmul_reducescatter") {
-    v->builders.scatter(dag, single_region(s, false));
-  } else if (is_layer_op(op) && s.gpus == 1) {
+  for (int r = 0; r < s.gpus; ++r)
+    for (std::int64_t n : s.workload.n) dag.add(r, kCompute, "matmul", GemmOp{{s.workload.m, n, s.workload.k, s.dtype}});
+  return dag;
+}
+
+Dag build_region_dag(const Scenario& s, const std::string& variant, bool gather) {
+  const Variant* v = find_variant(variant);
+  if (!v || (!gather && !v->builders.scatter)) throw std::logic_error("no region builder for " + variant);
+  Dag dag(s.gpus);
+  dag.set_host_issue(s.software.op_issue);
+  (gather ? v->builders.gather : v->builders.scatter)(dag, single_region(s, gather));
+  return dag;
+}
+
+Dag build_layer_dag(const Scenario& s, const std::string& variant) {
+  const Variant* v = find_variant(variant);
+  if (!v) throw std::logic_error("no strategy " + variant);
+  Dag dag(s.gpus);
+  dag.set_host_issue(s.software.op_issue);
+  if (s.gpus == 1) {
     // One rank (a training step without TP): the layer's GEMMs whole, no collective to overlap.
     build_layers(dag, s, VariantBuilders{gather_local, scatter_local});
-  } else if (is_layer_op(op)) {
-    // A variant without a reduce-scatter form keeps NCCL's for those regions.
+  } else {
     build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline});
   }
   return dag;
 }
 
-void check_op_budget(const Scenario& s) {
-  // Single-region workloads have a few ops per rank and step: far below the bound.
-  if (is_layer_op(s.workload.op)) check_layer_op_budget(s);
-}
+void check_layer_op_budget(const Scenario& s) { strategy::check_layer_op_budget(s); }
 
 }  // namespace tpsim

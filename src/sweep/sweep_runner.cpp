@@ -23,7 +23,7 @@
 #include "tpsim/io/output_file.hpp"
 #include "tpsim/io/output_lock.hpp"
 #include "tpsim/io/scenario.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 #include "tpsim/sweep/sweep_table.hpp"
 
 namespace tpsim {
@@ -124,7 +124,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
   for (std::int64_t p : points) {
     try {
       const Scenario s = parse_scenario(spec.scenario_of(p), spec.base_dir, &cache);
-      if ((s.workload.op == "training_step") != training)
+      if (is_training_step(s.workload) != training)
         throw InputError("a sweep cannot mix training steps with other workloads (their results have different columns)");
       check_op_budget(s);
       if (rows_per_point == 0) rows_per_point = s.variants.size();

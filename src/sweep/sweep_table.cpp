@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/io/printable.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 namespace tpsim {
 
@@ -42,8 +43,9 @@ std::string row_prefix(const SweepSpec& spec, std::int64_t point) {
 }  // namespace
 
 bool is_training_sweep(const SweepSpec& spec) {
-  return spec.base.is_object() && spec.base.contains("workload") && spec.base["workload"].is_object() &&
-         spec.base["workload"].contains("op") && spec.base["workload"]["op"] == "training_step";
+  if (!spec.base.is_object() || !spec.base.contains("workload")) return false;
+  const WorkloadKind* kind = workload_kind_named_in(spec.base["workload"]);
+  return kind && kind->whole_step;
 }
 
 std::string sweep_step_csv_rows(const SweepSpec& spec, std::int64_t point, const StepResult& result, const std::string& sweep_id) {

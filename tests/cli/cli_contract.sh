@@ -151,6 +151,7 @@ done
 if [ $rc = 2 ] && grep -q "run it with tpsim sweep" "$work/err"; then echo "ok run on a sweep file"; else echo "FAIL run on a sweep file: exit $rc"; fails=$((fails+1)); fi
 echo "ok shipped scenarios"
 if "$tpsim" hardware list | grep -q h100_sxm && "$tpsim" hardware show h200 | grep -q "memory.hbm_bandwidth"; then echo "ok hardware list/show"; else echo "FAIL hardware list/show"; fails=$((fails+1)); fi
+if "$tpsim" workloads | grep -q "^training_step$" && "$tpsim" workloads | grep -q "keys: op, m, k, n"; then echo "ok workloads"; else echo "FAIL workloads"; fails=$((fails+1)); fi
 "$tpsim" hardware show h100_smx > /dev/null 2> "$work/err"; rc=$?
 if [ $rc = 2 ] && grep -q 'did you mean "h100_sxm"' "$work/err"; then echo "ok hardware show typo"; else echo "FAIL hardware show typo: exit $rc"; fails=$((fails+1)); fi
 

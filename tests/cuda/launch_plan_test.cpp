@@ -7,7 +7,7 @@
 
 #include "support/simulate.hpp"
 #include "tpsim/cuda/launch_plan.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 using namespace tpsim;
 using namespace tpsim::test;

@@ -12,7 +12,7 @@
 #include "tpsim/cuda/measured_timeline.hpp"
 #include "tpsim/report/chrome_trace.hpp"
 #include "tpsim/report/result_writers.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 using namespace tpsim;
 

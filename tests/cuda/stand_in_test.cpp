@@ -12,7 +12,7 @@
 #include "tpsim/cuda/measured_timeline.hpp"
 #include "tpsim/cuda/stand_in.hpp"
 #include "tpsim/report/result_writers.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 using namespace tpsim;
 

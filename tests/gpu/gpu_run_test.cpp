@@ -9,7 +9,7 @@
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
 #include "tpsim/cuda/measure_on_gpus.hpp"
-#include "tpsim/strategies/registry.hpp"
+#include "tpsim/io/workload_kinds.hpp"
 
 using namespace tpsim;
 

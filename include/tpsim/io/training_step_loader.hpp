@@ -2,6 +2,7 @@
 // The "training_step" workload of a scenario: model, batch, mesh and schedule,
 // checked against each other (every problem named by its JSON path).
 #include <string>
+#include <vector>
 
 #include "tpsim/hw/hardware_spec.hpp"
 #include "tpsim/io/json_reader.hpp"
@@ -9,7 +10,9 @@
 
 namespace tpsim {
 
-TrainingStepSpec parse_training_step(const Json& j, const std::string& path, std::int64_t gpus);
+// The workload object's keys besides "op" (io/workload_kinds admits only these).
+std::vector<std::string> training_step_keys();
+TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus);
 // What the hardware must describe for this mesh: memory capacity, and a cluster
 // network when the mesh spans nodes. Returns notes worth a line to the user.
 std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, std::int64_t gpus, const HardwareSpec& hw);

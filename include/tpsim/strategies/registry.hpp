@@ -1,6 +1,7 @@
 #pragma once
-// Strategies turn (workload, variant) into an op DAG over every rank. Registered
-// explicitly here; selection is by name from scenario data.
+// Strategies turn (workload, variant) into an op DAG over every rank of one TP group.
+// Variants are registered explicitly here and selected by name from scenario data;
+// which workload kind uses which builder is io/workload_kinds' table.
 #include <string>
 #include <vector>
 
@@ -9,12 +10,18 @@
 
 namespace tpsim {
 
-std::vector<std::string> workload_ops();
-std::vector<std::string> variants_for(const std::string& op);
-bool supports(const std::string& op, const std::string& variant);
-Dag build_dag(const Scenario& s, const std::string& variant);
-// Throws SimulationLimit when the scenario's op graph would pass Dag::kMaxOps: what
-// build_dag would refuse, found without building it (a sweep checks every point first).
-void check_op_budget(const Scenario& s);
+// Every TP variant, in table order; `needs_scatter`: only those with a reduce-scatter form.
+std::vector<std::string> tp_variants(bool needs_scatter = false);
+
+// One GEMM (per weight) on every rank, nothing shared.
+Dag build_matmul_dag(const Scenario& s);
+// One region: all-gather -> matmul (gather) or matmul -> reduce-scatter, by `variant`.
+Dag build_region_dag(const Scenario& s, const std::string& variant, bool gather);
+// Whole decoder layers (or their attention or FFN half); a variant without a
+// reduce-scatter form keeps NCCL's for those regions.
+Dag build_layer_dag(const Scenario& s, const std::string& variant);
+// Throws SimulationLimit when the layers' op graph would pass Dag::kMaxOps: what
+// build_layer_dag would refuse, found without building it (a sweep checks every point first).
+void check_layer_op_budget(const Scenario& s);
 
 }  // namespace tpsim

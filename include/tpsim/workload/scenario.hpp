@@ -18,7 +18,7 @@ namespace tpsim {
 enum class Pass { forward, backward, forward_backward };
 
 struct Workload {
-  std::string op;  // "matmul" | "allgather_matmul" | "matmul_reducescatter" | "transformer_layer" | "ffn" | "attention" | "training_step"
+  std::string op;  // a name from io/workload_kinds' table
   // matmul ops
   std::int64_t m = 0, k = 0;
   std::vector<std::int64_t> n;  // one weight, or (allgather_matmul) several sharing one gather: Q, K, V

@@ -1,0 +1,213 @@
+#include "tpsim/io/workload_kinds.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "tpsim/io/input_error.hpp"
+#include "tpsim/io/model_loader.hpp"
+#include "tpsim/io/scenario.hpp"
+#include "tpsim/io/training_step_loader.hpp"
+#include "tpsim/strategies/registry.hpp"
+
+namespace tpsim {
+
+namespace {
+
+// m x k times k x n; a list of n (Q, K, V sharing one gather) where `several_n`.
+Workload parse_gemm_dims(const ObjectReader& w, bool several_n) {
+  Workload wl;
+  wl.m = bounded_dimension(w, "m");
+  wl.k = bounded_dimension(w, "k");
+  if (w.has("n") && w.at("n").is_array()) {
+    if (!several_n) fail_at(w.child_path("n"), "a list of n (several weights) is only for allgather_matmul");
+    const Json& ns = w.at("n");
+    if (ns.empty() || ns.size() > 16) fail_at(w.child_path("n"), "must list 1 to 16 weights");
+    for (std::size_t i = 0; i < ns.size(); ++i) {
+      const std::string p = fmt::format("{}[{}]", w.child_path("n"), i);
+      const std::int64_t v = as_positive_int(ns[i], p);
+      if (v > kMaxDimension) fail_at(p, fmt::format("{} is larger than the limit {}", v, kMaxDimension));
+      wl.n.push_back(v);
+    }
+  } else {
+    wl.n.push_back(bounded_dimension(w, "n"));
+  }
+  for (std::int64_t n : wl.n) check_gemm_fits(wl.m, n, wl.k, w.path());
+  return wl;
+}
+
+Workload parse_matmul(const ObjectReader& w, int) { return parse_gemm_dims(w, false); }
+
+// A TP region: rows are sharded over the group.
+Workload parse_region(const ObjectReader& w, int gpus, bool several_n) {
+  Workload wl = parse_gemm_dims(w, several_n);
+  if (wl.m % gpus != 0) fail_at(w.child_path("m"), fmt::format("{} rows do not divide evenly over {} GPUs", wl.m, gpus));
+  return wl;
+}
+Workload parse_allgather_matmul(const ObjectReader& w, int gpus) { return parse_region(w, gpus, true); }
+Workload parse_matmul_reducescatter(const ObjectReader& w, int gpus) { return parse_region(w, gpus, false); }
+
+Workload parse_layers(const ObjectReader& w, int gpus) {
+  Workload wl;
+  wl.model = parse_model(w, false);
+  wl.tokens = bounded_dimension(w, "tokens");
+  wl.seq_len = bounded_dimension(w, "seq_len");
+  const std::string pass = w.has("pass") ? w.string("pass") : "forward";
+  if (pass == "forward") wl.pass = Pass::forward;
+  else if (pass == "backward") wl.pass = Pass::backward;
+  else if (pass == "forward_backward") wl.pass = Pass::forward_backward;
+  else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
+  const std::int64_t layers = w.positive_int_or("layers", 1);
+  if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
+  wl.layers = static_cast<int>(layers);
+  const auto divides = [&](std::int64_t v, const std::string& what, const std::string& p) {
+    if (v % gpus != 0) fail_at(p, fmt::format("{} {} do not divide evenly over {} GPUs", v, what, gpus));
+  };
+  divides(wl.tokens, "tokens", w.child_path("tokens"));
+  if (wl.tokens % wl.seq_len != 0)
+    fail_at(w.child_path("tokens"), fmt::format("{} tokens are not a whole number of {}-token sequences", wl.tokens, wl.seq_len));
+  const std::string mp = w.child_path("model");
+  divides(wl.model.heads, "attention heads", mp + ".heads");
+  divides(wl.model.ffn_hidden, "FFN columns", mp + ".ffn_hidden");
+  const auto kv = wl.model.kv_heads;
+  if ((kv >= gpus && kv % gpus != 0) || (kv < gpus && gpus % kv != 0))
+    fail_at(mp + ".kv_heads", fmt::format("{} KV heads can be neither split nor replicated evenly over {} GPUs", kv, gpus));
+  if (kv > wl.model.heads) fail_at(mp + ".kv_heads", "more KV heads than attention heads");
+  // The layer's GEMMs, whole (before TP splits them), must fit a GPU like any given GEMM.
+  const ModelShape& md = wl.model;
+  const std::int64_t q = md.heads * md.head_dim, qkv = q + 2 * md.kv_heads * md.head_dim;
+  for (const auto& [k, n] : {std::pair{md.hidden, qkv}, std::pair{q, md.hidden}, std::pair{md.hidden, 2 * md.ffn_hidden},
+                             std::pair{md.ffn_hidden, md.hidden}})
+    check_gemm_fits(wl.tokens, n, k, mp);
+  return wl;
+}
+
+Workload parse_step(const ObjectReader& w, int gpus) {
+  Workload wl;
+  wl.step = parse_training_step(w, gpus);
+  return wl;
+}
+
+std::vector<std::string> baseline_only() { return {"baseline"}; }
+std::vector<std::string> every_variant() { return tp_variants(false); }
+std::vector<std::string> scatter_variants() { return tp_variants(true); }
+
+Dag build_matmul(const Scenario& s, const std::string&) { return build_matmul_dag(s); }
+Dag build_gather(const Scenario& s, const std::string& v) { return build_region_dag(s, v, true); }
+Dag build_scatter(const Scenario& s, const std::string& v) { return build_region_dag(s, v, false); }
+
+// One TP group: one node, unless the hardware model joins nodes.
+std::vector<std::string> check_tp_group_hardware(const Scenario& s) {
+  const FabricSpec& fabric = s.hardware.fabric;
+  if (fabric.topology != "multi_node" && s.gpus > fabric.gpus_per_node)
+    fail_at("$.gpus", fmt::format("{} is one node of {} GPUs (topology \"{}\"); {} GPUs need a multi_node hardware model such as "
+                                  "h100_sxm_2node", s.hardware.name, fabric.gpus_per_node, fabric.topology, s.gpus));
+  if (fabric.topology != "multi_node") return {};
+  return {fmt::format("{} GPUs on {}: {} node(s) of up to {} GPUs, one NIC per GPU between nodes", s.gpus, s.hardware.name,
+                      (s.gpus + fabric.gpus_per_node - 1) / fabric.gpus_per_node, fabric.gpus_per_node)};
+}
+
+std::vector<std::string> check_step_hardware(const Scenario& s) {
+  return check_training_hardware(s.workload.step, s.gpus, s.hardware);
+}
+
+const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers"};
+const std::vector<std::string> kGemmKeys = {"m", "k", "n"};
+
+}  // namespace
+
+const std::vector<WorkloadKind>& workload_kinds() {
+  static const std::vector<WorkloadKind> table = {
+      {"matmul", "one GEMM (m x k by k x n) on every GPU, nothing shared", kGemmKeys, 1, kMaxGpus, false, true, parse_matmul,
+       baseline_only, build_matmul, nullptr, check_tp_group_hardware},
+      {"allgather_matmul", "all-gather of an m/gpus-row shard, then its GEMMs (n: one weight or a list sharing the gather)",
+       kGemmKeys, 2, kMaxGpus, false, true, parse_allgather_matmul, every_variant, build_gather, nullptr, check_tp_group_hardware},
+      {"matmul_reducescatter", "a GEMM's partial output, reduce-scattered by rows", kGemmKeys, 2, kMaxGpus, false, true,
+       parse_matmul_reducescatter, scatter_variants, build_scatter, nullptr, check_tp_group_hardware},
+      {"transformer_layer", "Llama decoder layers with TP + SP: attention and FFN, forward and/or backward", kLayerKeys, 2, kMaxGpus,
+       false, false, parse_layers, every_variant, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
+      {"ffn", "the FFN half of decoder layers with TP + SP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers, every_variant,
+       build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
+      {"attention", "the attention half of decoder layers with TP + SP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers,
+       every_variant, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
+      {"training_step", "a whole training step on a device mesh (dp, fsdp, tp, pp, cp, ep); variants pick the TP strategy",
+       training_step_keys(), 1, kMaxClusterGpus, true, false, parse_step, every_variant, nullptr, nullptr, check_step_hardware},
+  };
+  return table;
+}
+
+std::vector<std::string> workload_names() {
+  std::vector<std::string> out;
+  for (const auto& k : workload_kinds()) out.emplace_back(k.name);
+  return out;
+}
+
+const WorkloadKind* find_workload_kind(std::string_view name) {
+  for (const auto& k : workload_kinds())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+const WorkloadKind* workload_kind_named_in(const Json& workload) {
+  if (!workload.is_object() || !workload.contains("op") || !workload["op"].is_string()) return nullptr;
+  return find_workload_kind(workload["op"].get<std::string>());
+}
+
+const WorkloadKind& workload_kind(const Workload& w) {
+  const WorkloadKind* k = find_workload_kind(w.op);
+  if (!k) throw std::logic_error("no workload kind " + w.op);
+  return *k;
+}
+
+bool is_training_step(const Workload& w) { return workload_kind(w).whole_step; }
+
+Workload parse_workload(const Json& j, const std::string& path, int gpus) {
+  if (!j.is_object()) fail_at(path, fmt::format("must be an object, got {}", j.type_name()));
+  if (!j.contains("op")) fail_at(path, "missing required key \"op\"");
+  const std::string op = as_string(j["op"], path + ".op");
+  const WorkloadKind* kind = find_workload_kind(op);
+  if (!kind) {
+    const auto ops = workload_names();
+    std::string msg = fmt::format("unknown op \"{}\"", op);
+    if (auto s = closest_match(op, ops)) msg += fmt::format(" (did you mean \"{}\"?)", *s);
+    else msg += fmt::format(" (supported: {})", fmt::join(ops, ", "));
+    fail_at(path + ".op", msg);
+  }
+  if (gpus < kind->min_gpus) fail_at("$.gpus", fmt::format("{} needs at least {} GPUs", op, kind->min_gpus));
+  std::vector<std::string> allowed{"op"};
+  allowed.insert(allowed.end(), kind->keys.begin(), kind->keys.end());
+  Workload wl = kind->parse(ObjectReader(j, path, std::move(allowed)), gpus);
+  wl.op = op;
+  return wl;
+}
+
+bool supports(const Scenario& s, const std::string& variant) {
+  const auto v = workload_kind(s.workload).variants();
+  return std::find(v.begin(), v.end(), variant) != v.end();
+}
+
+Dag build_dag(const Scenario& s, const std::string& variant) {
+  const WorkloadKind& kind = workload_kind(s.workload);
+  if (!kind.build) throw std::logic_error(fmt::format("{} is not one op DAG (it has its own simulator)", kind.name));
+  if (!supports(s, variant)) throw std::logic_error(fmt::format("no strategy for {} / {}", kind.name, variant));
+  return kind.build(s, variant);
+}
+
+void check_op_budget(const Scenario& s) {
+  const WorkloadKind& kind = workload_kind(s.workload);
+  if (kind.check_budget) kind.check_budget(s);
+}
+
+std::string describe_workloads() {
+  std::string out;
+  for (const auto& k : workload_kinds()) {
+    out += fmt::format("{}\n  {}\n", k.name, k.summary);
+    out += fmt::format("  keys: op, {}\n", fmt::join(k.keys, ", "));
+    out += k.min_gpus > 1 ? fmt::format("  gpus: {} to {}\n", k.min_gpus, k.max_gpus) : fmt::format("  gpus: up to {}\n", k.max_gpus);
+    out += fmt::format("  variants: {}\n", fmt::join(k.variants(), ", "));
+  }
+  return out;
+}
+
+}  // namespace tpsim
