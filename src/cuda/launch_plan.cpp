@@ -120,9 +120,16 @@ LaunchPlan plan_launches(const Dag& dag) {
     rp.events = static_cast<int>(slot_of_event.size());
     plan.ranks.push_back(std::move(rp));
   }
-  for (std::size_t g = 0; g < group_ranks.size(); ++g)
+  for (std::size_t g = 0; g < group_ranks.size(); ++g) {
+    // The backend runs one NCCL communicator and one barrier over every rank; a
+    // sub-group would need ncclCommSplit and a barrier of its own.
+    if (dag.process_group_id_of(static_cast<int>(g)) != Dag::kWorld)
+      throw std::logic_error(fmt::format("group {} is in a process group of {} of the {} ranks: the CUDA backend runs "
+                                         "collectives and barriers over all ranks only", g,
+                                         dag.process_group_of(static_cast<int>(g)).size(), dag.ranks()));
     if (static_cast<int>(group_ranks[g].size()) != dag.ranks())
       throw std::logic_error(fmt::format("group {} is called by {} of {} ranks: NCCL would hang", g, group_ranks[g].size(), dag.ranks()));
+  }
   match_receives(plan, dag);
   return plan;
 }

@@ -10,7 +10,30 @@
 
 namespace tpsim {
 
-Dag::Dag(int ranks) : ranks_(ranks), program_(static_cast<std::size_t>(ranks)), last_on_stream_(static_cast<std::size_t>(ranks)) {}
+Dag::Dag(int ranks) : ranks_(ranks), program_(static_cast<std::size_t>(ranks)), last_on_stream_(static_cast<std::size_t>(ranks)) {
+  std::vector<int> world(static_cast<std::size_t>(std::max(ranks, 0)));
+  for (int r = 0; r < ranks; ++r) world[static_cast<std::size_t>(r)] = r;
+  add_process_group(std::move(world));
+}
+
+int Dag::add_process_group(std::vector<int> ranks) {
+  if (ranks.empty() && ranks_ > 0) throw std::logic_error("a process group needs at least one rank");
+  std::vector<bool> member(static_cast<std::size_t>(ranks_), false);
+  for (int r : ranks) {
+    if (r < 0 || r >= ranks_) throw std::logic_error(fmt::format("process group rank {} is not one of the DAG's {} ranks", r, ranks_));
+    if (member[static_cast<std::size_t>(r)]) throw std::logic_error(fmt::format("process group lists rank {} twice", r));
+    member[static_cast<std::size_t>(r)] = true;
+  }
+  process_groups_.push_back(ProcessGroup{std::move(ranks)});
+  member_.push_back(std::move(member));
+  return static_cast<int>(process_groups_.size()) - 1;
+}
+
+int Dag::new_group(int pg) {
+  if (pg < 0 || pg >= process_groups()) throw std::logic_error(fmt::format("no process group {}", pg));
+  group_pg_.push_back(pg);
+  return static_cast<int>(group_pg_.size()) - 1;
+}
 
 void Dag::reserve(std::size_t ops) {
   ops = std::min(ops, kMaxOps);
@@ -24,7 +47,13 @@ OpId Dag::add(int rank, int stream, std::string name, OpPayload payload) {
   if (rank < 0 || rank >= ranks_ || stream < 0) throw std::logic_error("op on a rank or stream that does not exist");
   if (boost::num_vertices(*g_) >= kMaxOps)
     throw SimulationLimit(fmt::format("the op graph would have more than {} ops: simulate fewer layers or GPUs", kMaxOps));
-  const OpId id = boost::add_vertex(Op{std::move(name), rank, stream, std::move(payload)}, *g_);
+  Op op{std::move(name), rank, stream, std::move(payload)};
+  if (const int g = rendezvous_group(op); g >= 0) {
+    // A rank outside the group would wait at a meeting its peers never come to.
+    if (g >= groups() || !member_[static_cast<std::size_t>(group_pg_[static_cast<std::size_t>(g)])][static_cast<std::size_t>(rank)])
+      throw std::logic_error(fmt::format("rank {} '{}': rendezvous {} is not among its process groups'", rank, op.name, g));
+  }
+  const OpId id = boost::add_vertex(std::move(op), *g_);
   auto& last = last_on_stream_[static_cast<std::size_t>(rank)];
   if (last.size() <= static_cast<std::size_t>(stream)) last.resize(static_cast<std::size_t>(stream) + 1, -1);
   if (last[static_cast<std::size_t>(stream)] >= 0)

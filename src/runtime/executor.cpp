@@ -26,7 +26,7 @@ Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
   tl_.ops.resize(dag.size());
   device_latency_ = dag.host_issue() == HostIssue::cuda_graph ? hw.launch.graph_device_latency : hw.launch.device_latency;
   tl_.detailed = detailed;
-  ring_link_capacity_ = ring_link_capacity();
+  for (int pg = 0; pg < dag.process_groups(); ++pg) ring_capacity_.push_back(ring_link_capacity(dag.process_group(pg)));
   tl_.busy_sm_time.assign(static_cast<std::size_t>(dag.ranks()), 0.0);
   tl_.busy_sms.resize(static_cast<std::size_t>(dag.ranks()));
   tl_.egress_rate.resize(static_cast<std::size_t>(dag.ranks()));

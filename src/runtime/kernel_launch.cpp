@@ -82,7 +82,7 @@ BlockResources Machine::nccl_block(const NcclProtocol& p) const {
 }
 
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
-  const RingPlan plan = plan_ring(c.buffer_bytes, dag_.ranks(), hw_, ring_link_capacity_);
+  const RingPlan plan = plan_ring(c.buffer_bytes, dag_.process_group_of(c.group).size(), hw_, ring_capacity_of(c.group));
   if (tl_.detailed) tl_.ops[id].detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
   req.block = nccl_block(*plan.protocol);
   // A kernel whose blocks must all be resident at once can use no more than fit.
@@ -105,11 +105,11 @@ void Machine::barrier_kernel(OpId /*id*/, const BarrierOp& b, KernelRequest& req
 }
 
 // Point-to-point messages are one hop: NCCL's estimate for a two-rank ring.
-const NcclProtocol& Machine::p2p_protocol(double bytes) const {
+const NcclProtocol& Machine::p2p_protocol(double bytes, int group) const {
   const NcclProtocol* best = &hw_.nccl.protocols.front();
   Tick best_t = kTickMax;
   for (const auto& p : hw_.nccl.protocols) {
-    const Tick t = ring_estimate(p, 2 * bytes, 2, ring_link_capacity_);
+    const Tick t = ring_estimate(p, 2 * bytes, 2, ring_capacity_of(group));
     if (t < best_t) best_t = t, best = &p;
   }
   return *best;
@@ -118,7 +118,7 @@ const NcclProtocol& Machine::p2p_protocol(double bytes) const {
 void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) {
   double largest = 0;
   for (const auto& t : s.sends) largest = std::max(largest, t.bytes);
-  const NcclProtocol& proto = p2p_protocol(largest);
+  const NcclProtocol& proto = p2p_protocol(largest, s.group);
   if (tl_.detailed) tl_.ops[id].detail = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
   req.block = nccl_block(proto);
   req.blocks = std::min(hw_.nccl.p2p_channels, hw_.sm.count);
@@ -144,13 +144,13 @@ void Machine::fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req
   };
 }
 
-// NCCL's ring visits the ranks in order; its narrowest hop sets the pace (a hop
-// between nodes has every rail's NIC).
-double Machine::ring_link_capacity() const {
+// NCCL's ring visits the group's ranks in order; its narrowest hop sets the pace (a
+// hop between nodes has every rail's NIC).
+double Machine::ring_link_capacity(const ProcessGroup& pg) const {
   const Topology& topo = fabric_.topology();
   double c = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < dag_.ranks() && dag_.ranks() > 1; ++r) {
-    const int next = (r + 1) % dag_.ranks();
+  for (int i = 0; i < pg.size() && pg.size() > 1; ++i) {
+    const int r = pg.rank(i), next = pg.rank(i + 1);
     const double rails = topo.node_of(r) == topo.node_of(next) ? 1.0 : topo.gpus_per_node();
     c = std::min(c, rails * topo.route_capacity(r, next));
   }

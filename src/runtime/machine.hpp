@@ -65,8 +65,11 @@ class Machine {
   void fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req);
   void attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req);
   BlockResources nccl_block(const NcclProtocol& p) const;
-  const NcclProtocol& p2p_protocol(double bytes) const;
-  double ring_link_capacity() const;
+  const NcclProtocol& p2p_protocol(double bytes, int group) const;
+  double ring_link_capacity(const ProcessGroup& pg) const;
+  double ring_capacity_of(int group) const {
+    return ring_capacity_[static_cast<std::size_t>(dag_.process_group_id_of(group))];
+  }
 
   // group_ops.cpp
   void run_ring(const std::vector<OpId>& members, const RingPlan& plan);
@@ -86,7 +89,7 @@ class Machine {
   std::vector<BlockScheduler::KernelId> kernel_of_;
   std::vector<std::vector<std::pair<int, int>>> waiters_;
   Timeline tl_;
-  double ring_link_capacity_ = 0;  // constant for a run: computed once
+  std::vector<double> ring_capacity_;  // per process group: constant for a run, computed once
   Tick device_latency_ = 0;        // per kernel: from a stream or from a replayed graph
 };
 

@@ -21,25 +21,27 @@ int step_stream(int step) { return step % 2 == 0 ? kCompute : kComm; }
 // join the streams; final barrier. `alternate` = false is the naive version
 // (seed 001 figure 3): submatmuls on one stream, copies on the other.
 static void gather(Dag& dag, const Region& r, bool alternate) {
-  const int g = r.ranks;
-  const int start = dag.new_group(), ready = dag.new_group(), end = dag.new_group();
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int g = pg.size();
+  const int start = dag.new_group(r.pg), ready = dag.new_group(r.pg), end = dag.new_group(r.pg);
   for (int rank = 0; rank < g; ++rank) {
-    dag.add(rank, kCompute, r.name + ".barrier.start", BarrierOp{start});
-    dag.add(rank, kCompute, r.name + ".copy_to_symm", ElementwiseOp{r.bytes, r.bytes});
-    dag.add(rank, kCompute, r.name + ".barrier.ready", BarrierOp{ready});
-    dag.join(rank, kCompute, kComm, r.name + ".fork");
-    add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.shard{}", r.name, rank));
+    const int at = pg.rank(rank);  // `rank` indexes the group; `at` is the GPU
+    dag.add(at, kCompute, r.name + ".barrier.start", BarrierOp{start});
+    dag.add(at, kCompute, r.name + ".copy_to_symm", ElementwiseOp{r.bytes, r.bytes});
+    dag.add(at, kCompute, r.name + ".barrier.ready", BarrierOp{ready});
+    dag.join(at, kCompute, kComm, r.name + ".fork");
+    add_gemms(dag, r, at, kCompute, false, fmt::format("{}.matmul.shard{}", r.name, rank));
     for (int step = 1; step < g; ++step) {
       const int peer = (rank + step) % g;
       const int copy_stream = alternate ? step_stream(step) : kComm;
       const int mm_stream = alternate ? step_stream(step) : kCompute;
-      dag.add(rank, copy_stream, fmt::format("{}.pull.shard{}", r.name, peer), CopyOp{peer, rank, r.bytes});
-      if (!alternate) dag.join(rank, kComm, kCompute, fmt::format("{}.arrived.shard{}", r.name, peer));
-      add_gemms(dag, r, rank, mm_stream, false, fmt::format("{}.matmul.shard{}", r.name, peer));
+      dag.add(at, copy_stream, fmt::format("{}.pull.shard{}", r.name, peer), CopyOp{pg.rank(peer), at, r.bytes});
+      if (!alternate) dag.join(at, kComm, kCompute, fmt::format("{}.arrived.shard{}", r.name, peer));
+      add_gemms(dag, r, at, mm_stream, false, fmt::format("{}.matmul.shard{}", r.name, peer));
     }
-    dag.add(rank, alternate ? step_stream(g) : kComm, r.name + ".copy_local_to_output", ElementwiseOp{r.bytes, r.bytes});
-    dag.join(rank, kComm, kCompute, r.name + ".join");
-    dag.add(rank, kCompute, r.name + ".barrier.end", BarrierOp{end});
+    dag.add(at, alternate ? step_stream(g) : kComm, r.name + ".copy_local_to_output", ElementwiseOp{r.bytes, r.bytes});
+    dag.join(at, kComm, kCompute, r.name + ".join");
+    dag.add(at, kCompute, r.name + ".barrier.end", BarrierOp{end});
   }
 }
 
@@ -55,40 +57,42 @@ static void gather(Dag& dag, const Region& r, bool alternate) {
 // `alternate` = false is the naive version: every submatmul on one stream, the
 // barriers and pulls on the other, each buffer reused only once it is free.
 static void scatter(Dag& dag, const Region& r, bool alternate) {
-  const int g = r.ranks;
-  const int start = dag.new_group(), end = dag.new_group();
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int g = pg.size();
+  const int start = dag.new_group(r.pg), end = dag.new_group(r.pg);
   std::vector<std::pair<int, int>> step_barriers(static_cast<std::size_t>(g));
-  for (int step = 1; step < g; ++step) step_barriers[step] = {dag.new_group(), dag.new_group()};
+  for (int step = 1; step < g; ++step) step_barriers[step] = {dag.new_group(r.pg), dag.new_group(r.pg)};
   // PyTorch puts a short sleep kernel on the current stream (at step 2, or after the
   // loop when G = 2) so that the backend stream's submatmul is scheduled first on
   // every rank: a one-block kernel with nothing to do.
-  const auto sleep = [&](int rank) { dag.add(rank, kCompute, r.name + ".sleep", ElementwiseOp{0, 0}); };
+  const auto sleep = [&](int at) { dag.add(at, kCompute, r.name + ".sleep", ElementwiseOp{0, 0}); };
   for (int rank = 0; rank < g; ++rank) {
-    dag.add(rank, kCompute, r.name + ".barrier.start", BarrierOp{start});
-    dag.join(rank, kCompute, kComm, r.name + ".fork");
+    const int at = pg.rank(rank);  // `rank` indexes the group; `at` is the GPU
+    dag.add(at, kCompute, r.name + ".barrier.start", BarrierOp{start});
+    dag.join(at, kCompute, kComm, r.name + ".fork");
     std::vector<int> buffer_free(static_cast<std::size_t>(g), -1);
     for (int step = 1; step < g; ++step) {
       const int dest = (rank + step) % g, src = wrap(rank - step, g);
       const int mm_stream = alternate ? step_stream(step) : kCompute;
       const int comm_stream = alternate ? mm_stream : kComm;
-      if (alternate && step == 2) sleep(rank);
+      if (alternate && step == 2) sleep(at);
       if (!alternate && step >= 3)
-        dag.add(rank, kCompute, fmt::format("{}.wait_buffer.step{}", r.name, step - 2), WaitOp{buffer_free[step - 2]});
-      add_gemms(dag, r, rank, mm_stream, false, fmt::format("{}.matmul.chunk{}", r.name, dest));
-      if (!alternate) dag.join(rank, kCompute, kComm, fmt::format("{}.computed.chunk{}", r.name, dest));
-      dag.add(rank, comm_stream, fmt::format("{}.barrier.ready.step{}", r.name, step), BarrierOp{step_barriers[step].first});
-      dag.add(rank, comm_stream, fmt::format("{}.pull.from{}", r.name, src), CopyOp{src, rank, r.bytes});
-      dag.add(rank, comm_stream, fmt::format("{}.barrier.read.step{}", r.name, step), BarrierOp{step_barriers[step].second});
+        dag.add(at, kCompute, fmt::format("{}.wait_buffer.step{}", r.name, step - 2), WaitOp{buffer_free[step - 2]});
+      add_gemms(dag, r, at, mm_stream, false, fmt::format("{}.matmul.chunk{}", r.name, dest));
+      if (!alternate) dag.join(at, kCompute, kComm, fmt::format("{}.computed.chunk{}", r.name, dest));
+      dag.add(at, comm_stream, fmt::format("{}.barrier.ready.step{}", r.name, step), BarrierOp{step_barriers[step].first});
+      dag.add(at, comm_stream, fmt::format("{}.pull.from{}", r.name, src), CopyOp{pg.rank(src), at, r.bytes});
+      dag.add(at, comm_stream, fmt::format("{}.barrier.read.step{}", r.name, step), BarrierOp{step_barriers[step].second});
       if (!alternate) {
         buffer_free[step] = dag.new_event();
-        dag.add(rank, kComm, fmt::format("{}.buffer_free.step{}", r.name, step), RecordOp{buffer_free[step]});
+        dag.add(at, kComm, fmt::format("{}.buffer_free.step{}", r.name, step), RecordOp{buffer_free[step]});
       }
     }
-    if (alternate && g == 2) sleep(rank);
-    add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.chunk{}", r.name, rank));
-    dag.join(rank, kComm, kCompute, r.name + ".join");
-    dag.add(rank, kCompute, r.name + ".barrier.end", BarrierOp{end});
-    dag.add(rank, kCompute, r.name + ".reduce", ReduceOp{g, r.bytes, r.reduction});
+    if (alternate && g == 2) sleep(at);
+    add_gemms(dag, r, at, kCompute, false, fmt::format("{}.matmul.chunk{}", r.name, rank));
+    dag.join(at, kComm, kCompute, r.name + ".join");
+    dag.add(at, kCompute, r.name + ".barrier.end", BarrierOp{end});
+    dag.add(at, kCompute, r.name + ".reduce", ReduceOp{g, r.bytes, r.reduction});
   }
 }
 

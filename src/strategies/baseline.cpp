@@ -5,18 +5,20 @@
 namespace tpsim::strategy {
 
 void gather_baseline(Dag& dag, const Region& r) {
-  const int group = dag.new_group();
-  for (int rank = 0; rank < r.ranks; ++rank) {
-    dag.add(rank, kCompute, r.name + ".all_gather", CollectiveOp{CollectiveKind::all_gather, r.ranks * r.bytes, group});
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int group = dag.new_group(r.pg);
+  for (int rank : pg.ranks) {
+    dag.add(rank, kCompute, r.name + ".all_gather", CollectiveOp{CollectiveKind::all_gather, pg.size() * r.bytes, group});
     add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
   }
 }
 
 void scatter_baseline(Dag& dag, const Region& r) {
-  const int group = dag.new_group();
-  for (int rank = 0; rank < r.ranks; ++rank) {
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int group = dag.new_group(r.pg);
+  for (int rank : pg.ranks) {
     add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
-    dag.add(rank, kCompute, r.name + ".reduce_scatter", CollectiveOp{CollectiveKind::reduce_scatter, r.ranks * r.bytes, group});
+    dag.add(rank, kCompute, r.name + ".reduce_scatter", CollectiveOp{CollectiveKind::reduce_scatter, pg.size() * r.bytes, group});
   }
 }
 
@@ -25,7 +27,7 @@ void scatter_baseline(Dag& dag, const Region& r) {
 namespace tpsim::strategy {
 
 // One rank: nothing to gather or scatter, the GEMMs run whole.
-void gather_local(Dag& dag, const Region& r) { add_gemms(dag, r, 0, kCompute, true, r.name + ".matmul"); }
-void scatter_local(Dag& dag, const Region& r) { add_gemms(dag, r, 0, kCompute, true, r.name + ".matmul"); }
+void gather_local(Dag& dag, const Region& r) { add_gemms(dag, r, dag.process_group(r.pg).rank(0), kCompute, true, r.name + ".matmul"); }
+void scatter_local(Dag& dag, const Region& r) { add_gemms(dag, r, dag.process_group(r.pg).rank(0), kCompute, true, r.name + ".matmul"); }
 
 }  // namespace tpsim::strategy

@@ -15,10 +15,10 @@ void gather_fused(Dag& dag, const Region& r) {
     if (g.shard.m != step.m || g.shard.k != step.k) return gather_baseline(dag, r);
     step.n += g.shard.n;
   }
-  const int group = dag.new_group();
-  for (int rank = 0; rank < r.ranks; ++rank)
-    dag.add(rank, kCompute, r.name + ".fused_kernel",
-            FusedRingGemmOp{step, r.ranks, wrap(rank - 1, r.ranks), r.bytes, group});
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int group = dag.new_group(r.pg);
+  for (int i = 0; i < pg.size(); ++i)
+    dag.add(pg.rank(i), kCompute, r.name + ".fused_kernel", FusedRingGemmOp{step, pg.size(), pg.rank(i - 1), r.bytes, group});
 }
 
 }  // namespace tpsim::strategy

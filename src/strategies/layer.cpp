@@ -22,10 +22,10 @@ struct LayerShape {
 
 class LayerBuilder {
  public:
-  LayerBuilder(Dag& dag, const Scenario& sc, const VariantBuilders& v, std::string prefix)
-      : dag_(dag), sc_(sc), v_(v), prefix_(std::move(prefix)) {
+  LayerBuilder(Dag& dag, const Scenario& sc, const VariantBuilders& v, std::string prefix, int pg)
+      : dag_(dag), sc_(sc), v_(v), prefix_(std::move(prefix)), pg_(pg), ranks_(dag.process_group(pg).ranks) {
     const auto& w = sc.workload;
-    const std::int64_t g = sc.gpus;
+    const auto g = static_cast<std::int64_t>(ranks_.size());
     sh_ = {w.tokens, w.tokens / g, w.model.hidden, w.model.ffn_hidden / g, w.model.heads / g,
            std::max<std::int64_t>(1, w.model.kv_heads / g), w.model.head_dim, w.seq_len, double(dtype_bytes(sc.dtype))};
     gated_ = w.model.gated_ffn;
@@ -85,14 +85,14 @@ class LayerBuilder {
  private:
   void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms) {
     cast_operands(name, gemms);
-    v_.gather(dag_, Region{prefix_ + name, sc_.gpus, linear_dtype(), shard_elems * sh_.e, std::move(gemms)});
+    v_.gather(dag_, Region{prefix_ + name, pg_, linear_dtype(), shard_elems * sh_.e, std::move(gemms)});
   }
   void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms) {
     cast_operands(name, gemms);
-    v_.scatter(dag_, Region{prefix_ + name, sc_.gpus, linear_dtype(), chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction});
+    v_.scatter(dag_, Region{prefix_ + name, pg_, linear_dtype(), chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction});
   }
   void local(const std::string& name, std::int64_t read_elems, std::int64_t write_elems) {
-    for (int r = 0; r < sc_.gpus; ++r)
+    for (int r : ranks_)
       dag_.add(r, kCompute, prefix_ + name, ElementwiseOp{read_elems * sh_.e, write_elems * sh_.e});
   }
   Dtype linear_dtype() const { return sc_.workload.linear_dtype.value_or(sc_.dtype); }
@@ -106,7 +106,7 @@ class LayerBuilder {
     double elems = static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
     for (const auto& g : gemms) elems += static_cast<double>(g.whole.n) * static_cast<double>(g.whole.k);
     const double passes = sc_.workload.compile ? 1.0 : 2.0;
-    for (int r = 0; r < sc_.gpus; ++r)
+    for (int r : ranks_)
       dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{passes * elems * sh_.e, elems * dtype_bytes(linear_dtype())});
   }
   // compile fuses each residual add with the norm after it (one pass writing both);
@@ -117,13 +117,15 @@ class LayerBuilder {
   void residual(const std::string& name, std::int64_t elems) { local(name, 2 * elems, (sc_.workload.compile ? 2 : 1) * elems); }
   void attention(bool backward) {
     const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype};
-    for (int r = 0; r < sc_.gpus; ++r) dag_.add(r, kCompute, prefix_ + (backward ? "attention.core.backward" : "attention.core"), a);
+    for (int r : ranks_) dag_.add(r, kCompute, prefix_ + (backward ? "attention.core.backward" : "attention.core"), a);
   }
 
   Dag& dag_;
   const Scenario& sc_;
   VariantBuilders v_;
   std::string prefix_;
+  int pg_;                  // the TP group
+  std::vector<int> ranks_;  // its GPUs
   LayerShape sh_{};
   bool gated_ = true;
 };
@@ -145,7 +147,7 @@ void check_layer_op_budget(const Scenario& s) {
                                       estimate, Dag::kMaxOps));
 }
 
-void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant) {
+void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant, int pg) {
   const auto& w = s.workload;
   const bool attn = w.op != "ffn", ffn = w.op != "attention";
   const bool fwd = w.pass != Pass::backward, bwd = w.pass != Pass::forward;
@@ -154,13 +156,13 @@ void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant) {
   dag.reserve(static_cast<std::size_t>(layer_op_estimate(s)));
   if (fwd)
     for (int l = 0; l < w.layers; ++l) {
-      LayerBuilder b(dag, s, variant, prefix(l));
+      LayerBuilder b(dag, s, variant, prefix(l), pg);
       if (attn) b.attention_forward();
       if (ffn) b.ffn_forward();
     }
   if (bwd)
     for (int l = w.layers - 1; l >= 0; --l) {
-      LayerBuilder b(dag, s, variant, prefix(l));
+      LayerBuilder b(dag, s, variant, prefix(l), pg);
       if (ffn) b.ffn_backward();
       if (attn) b.attention_backward();
     }

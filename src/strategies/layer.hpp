@@ -7,7 +7,8 @@
 
 namespace tpsim::strategy {
 
-void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant);
+// On the DAG's process group `pg` (the TP group: it shards the layer and runs its regions).
+void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant, int pg = Dag::kWorld);
 // An upper estimate of build_layers' op count; refused past Dag::kMaxOps.
 void check_layer_op_budget(const Scenario& s);
 

@@ -6,8 +6,10 @@
 //    them by rows (each rank ends with `chunk_bytes`).
 // Every GEMM is given twice: whole (what the baseline runs after / before the
 // collective) and per shard (what a decomposition runs on one rank's piece).
-// A variant is a pair of builders that append a region's ops for every rank,
-// leaving each rank's work joined back on the compute stream.
+// A variant is a pair of builders that append a region's ops for every rank of its
+// process group, leaving each rank's work joined back on the compute stream. Builders
+// index the group's members 0..G-1 (shard numbers, ring neighbours) and place ops on
+// their global ranks.
 #include <string>
 #include <vector>
 
@@ -26,7 +28,7 @@ struct RegionGemm {
 
 struct Region {
   std::string name;   // e.g. "attention.qkv"
-  int ranks = 0;
+  int pg = Dag::kWorld;  // the DAG's process group that runs it (the TP group), in ring order
   Dtype dtype = Dtype::bf16;
   double bytes = 0;   // gather: one rank's shard of the input; scatter: one rank's chunk of the output
   std::vector<RegionGemm> gemms;

@@ -36,10 +36,10 @@ const Variant* find_variant(const std::string& name) {
   return nullptr;
 }
 
-Region single_region(const Scenario& s, bool gather) {
+Region single_region(const Scenario& s, bool gather, int pg, int group_size) {
   const Workload& w = s.workload;
-  Region r{gather ? "ag_mm" : "mm_rs", s.gpus, s.dtype, 0, {}, s.software.symm_mem_reduction};
-  const std::int64_t rows = w.m / s.gpus;
+  Region r{gather ? "ag_mm" : "mm_rs", pg, s.dtype, 0, {}, s.software.symm_mem_reduction};
+  const std::int64_t rows = w.m / group_size;
   const double e = dtype_bytes(s.dtype);
   r.bytes = gather ? static_cast<double>(rows) * w.k * e : static_cast<double>(rows) * w.n_total() * e;
   for (std::int64_t n : w.n) r.gemms.push_back({{w.m, n, w.k}, {rows, n, w.k}});
@@ -63,26 +63,34 @@ Dag build_matmul_dag(const Scenario& s) {
   return dag;
 }
 
-Dag build_region_dag(const Scenario& s, const std::string& variant, bool gather) {
+void add_region(Dag& dag, int pg, const Scenario& s, const std::string& variant, bool gather) {
   const Variant* v = find_variant(variant);
   if (!v || (!gather && !v->builders.scatter)) throw std::logic_error("no region builder for " + variant);
+  (gather ? v->builders.gather : v->builders.scatter)(dag, single_region(s, gather, pg, dag.process_group(pg).size()));
+}
+
+void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant) {
+  const Variant* v = find_variant(variant);
+  if (!v) throw std::logic_error("no strategy " + variant);
+  if (dag.process_group(pg).size() == 1) {
+    // One rank (a training step without TP): the layer's GEMMs whole, no collective to overlap.
+    build_layers(dag, s, VariantBuilders{gather_local, scatter_local}, pg);
+  } else {
+    build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline}, pg);
+  }
+}
+
+Dag build_region_dag(const Scenario& s, const std::string& variant, bool gather) {
   Dag dag(s.gpus);
   dag.set_host_issue(s.software.op_issue);
-  (gather ? v->builders.gather : v->builders.scatter)(dag, single_region(s, gather));
+  add_region(dag, Dag::kWorld, s, variant, gather);
   return dag;
 }
 
 Dag build_layer_dag(const Scenario& s, const std::string& variant) {
-  const Variant* v = find_variant(variant);
-  if (!v) throw std::logic_error("no strategy " + variant);
   Dag dag(s.gpus);
   dag.set_host_issue(s.software.op_issue);
-  if (s.gpus == 1) {
-    // One rank (a training step without TP): the layer's GEMMs whole, no collective to overlap.
-    build_layers(dag, s, VariantBuilders{gather_local, scatter_local});
-  } else {
-    build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline});
-  }
+  add_layers(dag, Dag::kWorld, s, variant);
   return dag;
 }
 

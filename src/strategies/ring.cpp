@@ -24,24 +24,26 @@ Region half_width(const Region& r) {
 // async_gather_bidirectional: each step passes one shard up and one down, so
 // the G-1 remote shards arrive in ceil((G-1)/2) steps (the last one-way when G is even).
 static void gather(Dag& dag, const Region& r, bool bidirectional) {
-  const int g = r.ranks;
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int g = pg.size();
   const int steps = bidirectional ? g / 2 : g - 1;
   std::vector<int> groups;
-  for (int i = 0; i < steps; ++i) groups.push_back(dag.new_group());
+  for (int i = 0; i < steps; ++i) groups.push_back(dag.new_group(r.pg));
   for (int rank = 0; rank < g; ++rank) {
-    add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.shard{}", r.name, rank));
+    const int at = pg.rank(rank);  // `rank` indexes the group; `at` is the GPU
+    add_gemms(dag, r, at, kCompute, false, fmt::format("{}.matmul.shard{}", r.name, rank));
     int received = 0;
     for (int i = 1; i <= steps; ++i) {
-      std::vector<Transfer> sends{{wrap(rank + 1, g), r.bytes}};
+      std::vector<Transfer> sends{{pg.rank(rank + 1), r.bytes}};
       std::vector<int> arriving{wrap(rank - i, g)};
       if (bidirectional && received + 2 <= g - 1) {
-        sends.push_back({wrap(rank - 1, g), r.bytes});
+        sends.push_back({pg.rank(rank - 1), r.bytes});
         arriving.push_back(wrap(rank + i, g));
       }
       received += static_cast<int>(arriving.size());
-      dag.add(rank, kComm, fmt::format("{}.ppermute.step{}", r.name, i), SendRecvOp{sends, groups[static_cast<std::size_t>(i - 1)]});
-      dag.join(rank, kComm, kCompute, fmt::format("{}.arrived.step{}", r.name, i));
-      for (int shard : arriving) add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.matmul.shard{}", r.name, shard));
+      dag.add(at, kComm, fmt::format("{}.ppermute.step{}", r.name, i), SendRecvOp{sends, groups[static_cast<std::size_t>(i - 1)]});
+      dag.join(at, kComm, kCompute, fmt::format("{}.arrived.step{}", r.name, i));
+      for (int shard : arriving) add_gemms(dag, r, at, kCompute, false, fmt::format("{}.matmul.shard{}", r.name, shard));
     }
   }
 }
@@ -52,22 +54,24 @@ static void gather(Dag& dag, const Region& r, bool bidirectional) {
 // at once in opposite directions, each on half of the output features.
 static void scatter(Dag& dag, const Region& whole, bool bidirectional) {
   const Region r = bidirectional ? half_width(whole) : whole;
-  const int g = r.ranks;
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int g = pg.size();
   std::vector<int> groups;
-  for (int i = 0; i + 1 < g; ++i) groups.push_back(dag.new_group());
+  for (int i = 0; i + 1 < g; ++i) groups.push_back(dag.new_group(r.pg));
   for (int rank = 0; rank < g; ++rank) {
+    const int at = pg.rank(rank);  // `rank` indexes the group; `at` is the GPU
     for (int i = 0; i < g; ++i) {
-      add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.partial.chunk{}", r.name, wrap(rank - 1 - i, g)));
-      if (bidirectional) add_gemms(dag, r, rank, kCompute, false, fmt::format("{}.partial.chunk{}", r.name, wrap(rank + 1 + i, g)));
+      add_gemms(dag, r, at, kCompute, false, fmt::format("{}.partial.chunk{}", r.name, wrap(rank - 1 - i, g)));
+      if (bidirectional) add_gemms(dag, r, at, kCompute, false, fmt::format("{}.partial.chunk{}", r.name, wrap(rank + 1 + i, g)));
       if (i > 0) {
-        dag.join(rank, kComm, kCompute, fmt::format("{}.arrived.step{}", r.name, i));
-        dag.add(rank, kCompute, fmt::format("{}.accumulate.step{}", r.name, i), ElementwiseOp{2 * whole.bytes, whole.bytes});
+        dag.join(at, kComm, kCompute, fmt::format("{}.arrived.step{}", r.name, i));
+        dag.add(at, kCompute, fmt::format("{}.accumulate.step{}", r.name, i), ElementwiseOp{2 * whole.bytes, whole.bytes});
       }
       if (i + 1 == g) break;
-      dag.join(rank, kCompute, kComm, fmt::format("{}.ready.step{}", r.name, i + 1));
-      std::vector<Transfer> sends{{wrap(rank + 1, g), r.bytes}};
-      if (bidirectional) sends.push_back({wrap(rank - 1, g), r.bytes});
-      dag.add(rank, kComm, fmt::format("{}.ppermute.step{}", r.name, i + 1), SendRecvOp{sends, groups[static_cast<std::size_t>(i)]});
+      dag.join(at, kCompute, kComm, fmt::format("{}.ready.step{}", r.name, i + 1));
+      std::vector<Transfer> sends{{pg.rank(rank + 1), r.bytes}};
+      if (bidirectional) sends.push_back({pg.rank(rank - 1), r.bytes});
+      dag.add(at, kComm, fmt::format("{}.ppermute.step{}", r.name, i + 1), SendRecvOp{sends, groups[static_cast<std::size_t>(i)]});
     }
   }
 }

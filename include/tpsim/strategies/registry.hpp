@@ -20,6 +20,11 @@ Dag build_region_dag(const Scenario& s, const std::string& variant, bool gather)
 // Whole decoder layers (or their attention or FFN half); a variant without a
 // reduce-scatter form keeps NCCL's for those regions.
 Dag build_layer_dag(const Scenario& s, const std::string& variant);
+// The same on process group `pg` of a DAG that may hold several groups: the group's
+// ranks shard the rows (region) or the layer, in the group's ring order; the
+// scenario's `gpus` is read only for its op budget.
+void add_region(Dag& dag, int pg, const Scenario& s, const std::string& variant, bool gather);
+void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant);
 // Throws SimulationLimit when the layers' op graph would pass Dag::kMaxOps: what
 // build_layer_dag would refuse, found without building it (a sweep checks every point first).
 void check_layer_op_budget(const Scenario& s);
