@@ -15,7 +15,9 @@
 
 namespace tpsim {
 
-using DagGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
+// Edges are kept in one vector (EdgeList vecS), not a node per edge: ops are only ever added.
+using DagGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property, boost::no_property,
+                                       boost::vecS>;
 using OpId = DagGraph::vertex_descriptor;
 
 class Dag {
