@@ -93,8 +93,10 @@ LaunchPlan plan_launches(const Dag& dag) {
               },
               [&](const CollectiveOp& c) {
                 l.kind = LaunchKind::nccl_collective;
-                l.args = fmt::format("{} {:.0f} B", c.kind == CollectiveKind::all_gather ? "ncclAllGather" : "ncclReduceScatter",
-                                     c.buffer_bytes);
+                const char* call = c.kind == CollectiveKind::all_gather       ? "ncclAllGather"
+                                   : c.kind == CollectiveKind::reduce_scatter ? "ncclReduceScatter"
+                                                                              : "ncclAllReduce";
+                l.args = fmt::format("{} {:.0f} B", call, c.buffer_bytes);
               },
               [&](const SendRecvOp& s) {
                 l.kind = LaunchKind::nccl_sendrecv;

@@ -79,8 +79,10 @@ void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::uniq
       char* part = st.arena + elements * 2;
       if (c.kind == CollectiveKind::all_gather)
         TPSIM_GPU_CHECK(ncclAllGather(part, whole, shard, nccl_type(), st.comm, s));
-      else
+      else if (c.kind == CollectiveKind::reduce_scatter)
         TPSIM_GPU_CHECK(ncclReduceScatter(whole, part, shard, nccl_type(), ncclSum, st.comm, s));
+      else
+        TPSIM_GPU_CHECK(ncclAllReduce(whole, whole, elements, nccl_type(), ncclSum, st.comm, s));
       return;
     }
     case LaunchKind::nccl_sendrecv: {

@@ -47,6 +47,8 @@ Workload parse_region(const ObjectReader& w, int gpus, bool several_n) {
 }
 Workload parse_allgather_matmul(const ObjectReader& w, int gpus) { return parse_region(w, gpus, true); }
 Workload parse_matmul_reducescatter(const ObjectReader& w, int gpus) { return parse_region(w, gpus, false); }
+// Every rank ends with the whole output: nothing is split by rows.
+Workload parse_matmul_allreduce(const ObjectReader& w, int) { return parse_gemm_dims(w, false); }
 
 Workload parse_layers(const ObjectReader& w, int gpus) {
   Workload wl;
@@ -90,12 +92,14 @@ Workload parse_step(const ObjectReader& w, int gpus) {
 }
 
 std::vector<std::string> baseline_only() { return {"baseline"}; }
-std::vector<std::string> every_variant() { return tp_variants(false); }
-std::vector<std::string> scatter_variants() { return tp_variants(true); }
+std::vector<std::string> every_variant() { return tp_variants(RegionKind::gather); }
+std::vector<std::string> scatter_variants() { return tp_variants(RegionKind::scatter); }
+std::vector<std::string> all_reduce_variants() { return tp_variants(RegionKind::all_reduce); }
 
 Dag build_matmul(const Scenario& s, const std::string&) { return build_matmul_dag(s); }
-Dag build_gather(const Scenario& s, const std::string& v) { return build_region_dag(s, v, true); }
-Dag build_scatter(const Scenario& s, const std::string& v) { return build_region_dag(s, v, false); }
+Dag build_gather(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::gather); }
+Dag build_scatter(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::scatter); }
+Dag build_all_reduce(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::all_reduce); }
 
 // One TP group: one node, unless the hardware model joins nodes.
 std::vector<std::string> check_tp_group_hardware(const Scenario& s) {
@@ -125,6 +129,9 @@ const std::vector<WorkloadKind>& workload_kinds() {
        kGemmKeys, 2, kMaxGpus, false, true, parse_allgather_matmul, every_variant, build_gather, nullptr, check_tp_group_hardware},
       {"matmul_reducescatter", "a GEMM's partial output, reduce-scattered by rows", kGemmKeys, 2, kMaxGpus, false, true,
        parse_matmul_reducescatter, scatter_variants, build_scatter, nullptr, check_tp_group_hardware},
+      {"matmul_allreduce", "a GEMM's partial output (k is each GPU's contraction shard), all-reduced: TP without sequence parallelism",
+       kGemmKeys, 2, kMaxGpus, false, true, parse_matmul_allreduce, all_reduce_variants, build_all_reduce, nullptr,
+       check_tp_group_hardware},
       {"transformer_layer", "Llama decoder layers with TP + SP: attention and FFN, forward and/or backward", kLayerKeys, 2, kMaxGpus,
        false, false, parse_layers, every_variant, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
       {"ffn", "the FFN half of decoder layers with TP + SP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers, every_variant,

@@ -82,7 +82,7 @@ BlockResources Machine::nccl_block(const NcclProtocol& p) const {
 }
 
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
-  const RingPlan plan = plan_ring(c.buffer_bytes, dag_.process_group_of(c.group).size(), hw_, ring_capacity_of(c.group));
+  const RingPlan plan = plan_ring(c.kind, c.buffer_bytes, dag_.process_group_of(c.group).size(), hw_, ring_capacity_of(c.group));
   if (tl_.detailed) tl_.ops[id].detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
   req.block = nccl_block(*plan.protocol);
   // A kernel whose blocks must all be resident at once can use no more than fit.
@@ -109,7 +109,7 @@ const NcclProtocol& Machine::p2p_protocol(double bytes, int group) const {
   const NcclProtocol* best = &hw_.nccl.protocols.front();
   Tick best_t = kTickMax;
   for (const auto& p : hw_.nccl.protocols) {
-    const Tick t = ring_estimate(p, 2 * bytes, 2, ring_capacity_of(group));
+    const Tick t = ring_estimate(p, CollectiveKind::all_gather, 2 * bytes, 2, ring_capacity_of(group));
     if (t < best_t) best_t = t, best = &p;
   }
   return *best;

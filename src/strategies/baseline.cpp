@@ -22,6 +22,15 @@ void scatter_baseline(Dag& dag, const Region& r) {
   }
 }
 
+void all_reduce_baseline(Dag& dag, const Region& r) {
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int group = dag.new_group(r.pg);
+  for (int rank : pg.ranks) {
+    add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
+    dag.add(rank, kCompute, r.name + ".all_reduce", CollectiveOp{CollectiveKind::all_reduce, r.bytes, group});
+  }
+}
+
 }  // namespace tpsim::strategy
 
 namespace tpsim::strategy {

@@ -4,6 +4,9 @@
 //    and feeds it to one or more GEMMs (Q, K and V; or a weight gradient).
 //  - A scatter region computes partial outputs with GEMMs and reduce-scatters
 //    them by rows (each rank ends with `chunk_bytes`).
+//  - An all-reduce region computes partial outputs with GEMMs and sums them on
+//    every rank (tensor parallelism without sequence parallelism: each rank ends
+//    with the whole output, `bytes`).
 // Every GEMM is given twice: whole (what the baseline runs after / before the
 // collective) and per shard (what a decomposition runs on one rank's piece).
 // A variant is a pair of builders that append a region's ops for every rank of its
@@ -30,7 +33,8 @@ struct Region {
   std::string name;   // e.g. "attention.qkv"
   int pg = Dag::kWorld;  // the DAG's process group that runs it (the TP group), in ring order
   Dtype dtype = Dtype::bf16;
-  double bytes = 0;   // gather: one rank's shard of the input; scatter: one rank's chunk of the output
+  double bytes = 0;   // gather: one rank's shard of the input; scatter: one rank's chunk of the output;
+                      // all-reduce: the whole output every rank sums
   std::vector<RegionGemm> gemms;
   ReductionKernel reduction = ReductionKernel::aten_sum;  // what a decomposed reduce-scatter ends with
 };
@@ -39,7 +43,8 @@ using RegionBuilder = void (*)(Dag&, const Region&);
 
 struct VariantBuilders {
   RegionBuilder gather;
-  RegionBuilder scatter;  // nullptr: the variant has no reduce-scatter form
+  RegionBuilder scatter;     // nullptr: the variant has no reduce-scatter form
+  RegionBuilder all_reduce;  // nullptr: the variant has no all-reduce form
 };
 
 // The compute and communication streams every builder uses.
@@ -54,6 +59,7 @@ void add_gemms(Dag& dag, const Region& region, int rank, int stream, bool whole,
 // Builders per variant (baseline.cpp, async_tp.cpp, nccl_p2p.cpp, ring.cpp, fused.cpp).
 void gather_baseline(Dag& dag, const Region& r);
 void scatter_baseline(Dag& dag, const Region& r);
+void all_reduce_baseline(Dag& dag, const Region& r);
 void gather_async_tp(Dag& dag, const Region& r);
 void scatter_async_tp(Dag& dag, const Region& r);
 void gather_async_tp_single_stream(Dag& dag, const Region& r);

@@ -19,13 +19,13 @@ struct Variant {
 
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> table = {
-      {"baseline", {gather_baseline, scatter_baseline}},
-      {"async_tp", {gather_async_tp, scatter_async_tp}},
-      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream}},
-      {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl}},
-      {"ring", {gather_ring, scatter_ring}},
-      {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional}},
-      {"fused", {gather_fused, nullptr}},
+      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline}},
+      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr}},
+      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr}},
+      {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr}},
+      {"ring", {gather_ring, scatter_ring, nullptr}},
+      {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr}},
+      {"fused", {gather_fused, nullptr, nullptr}},
   };
   return table;
 }
@@ -36,22 +36,38 @@ const Variant* find_variant(const std::string& name) {
   return nullptr;
 }
 
-Region single_region(const Scenario& s, bool gather, int pg, int group_size) {
+RegionBuilder builder_for(const Variant& v, RegionKind kind) {
+  switch (kind) {
+    case RegionKind::gather: return v.builders.gather;
+    case RegionKind::scatter: return v.builders.scatter;
+    case RegionKind::all_reduce: return v.builders.all_reduce;
+  }
+  return nullptr;
+}
+
+Region single_region(const Scenario& s, RegionKind kind, int pg, int group_size) {
+  static constexpr const char* kNames[] = {"ag_mm", "mm_rs", "mm_ar"};
   const Workload& w = s.workload;
-  Region r{gather ? "ag_mm" : "mm_rs", pg, s.dtype, 0, {}, s.software.symm_mem_reduction};
-  const std::int64_t rows = w.m / group_size;
+  Region r{kNames[static_cast<int>(kind)], pg, s.dtype, 0, {}, s.software.symm_mem_reduction};
   const double e = dtype_bytes(s.dtype);
-  r.bytes = gather ? static_cast<double>(rows) * w.k * e : static_cast<double>(rows) * w.n_total() * e;
+  if (kind == RegionKind::all_reduce) {
+    // Every rank multiplies its contraction shard whole and sums the [m, n] partials.
+    r.bytes = static_cast<double>(w.m) * static_cast<double>(w.n_total()) * e;
+    for (std::int64_t n : w.n) r.gemms.push_back({{w.m, n, w.k}, {w.m, n, w.k}});
+    return r;
+  }
+  const std::int64_t rows = w.m / group_size;
+  r.bytes = kind == RegionKind::gather ? static_cast<double>(rows) * w.k * e : static_cast<double>(rows) * w.n_total() * e;
   for (std::int64_t n : w.n) r.gemms.push_back({{w.m, n, w.k}, {rows, n, w.k}});
   return r;
 }
 
 }  // namespace
 
-std::vector<std::string> tp_variants(bool needs_scatter) {
+std::vector<std::string> tp_variants(RegionKind kind) {
   std::vector<std::string> out;
   for (const auto& v : variants())
-    if (!needs_scatter || v.builders.scatter) out.push_back(v.name);
+    if (builder_for(v, kind)) out.push_back(v.name);
   return out;
 }
 
@@ -63,10 +79,11 @@ Dag build_matmul_dag(const Scenario& s) {
   return dag;
 }
 
-void add_region(Dag& dag, int pg, const Scenario& s, const std::string& variant, bool gather) {
+void add_region(Dag& dag, int pg, const Scenario& s, const std::string& variant, RegionKind kind) {
   const Variant* v = find_variant(variant);
-  if (!v || (!gather && !v->builders.scatter)) throw std::logic_error("no region builder for " + variant);
-  (gather ? v->builders.gather : v->builders.scatter)(dag, single_region(s, gather, pg, dag.process_group(pg).size()));
+  const RegionBuilder build = v ? builder_for(*v, kind) : nullptr;
+  if (!build) throw std::logic_error("no region builder for " + variant);
+  build(dag, single_region(s, kind, pg, dag.process_group(pg).size()));
 }
 
 void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant) {
@@ -74,16 +91,16 @@ void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant)
   if (!v) throw std::logic_error("no strategy " + variant);
   if (dag.process_group(pg).size() == 1) {
     // One rank (a training step without TP): the layer's GEMMs whole, no collective to overlap.
-    build_layers(dag, s, VariantBuilders{gather_local, scatter_local}, pg);
+    build_layers(dag, s, VariantBuilders{gather_local, scatter_local, nullptr}, pg);
   } else {
-    build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline}, pg);
+    build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline, nullptr}, pg);
   }
 }
 
-Dag build_region_dag(const Scenario& s, const std::string& variant, bool gather) {
+Dag build_region_dag(const Scenario& s, const std::string& variant, RegionKind kind) {
   Dag dag(s.gpus);
   dag.set_host_issue(s.software.op_issue);
-  add_region(dag, Dag::kWorld, s, variant, gather);
+  add_region(dag, Dag::kWorld, s, variant, kind);
   return dag;
 }
 

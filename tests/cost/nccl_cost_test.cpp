@@ -12,13 +12,13 @@ const double kLink = h100().fabric.nvlink.bytes_per_ps;
 }
 
 TEST_CASE("NCCL picks a low-latency protocol for small messages and Simple for large ones", "[cost][nccl]") {
-  CHECK(plan_ring(64e3, 8, h100(), kLink).protocol->name == "LL");
-  CHECK(plan_ring(1e9, 8, h100(), kLink).protocol->name == "Simple");
+  CHECK(plan_ring(CollectiveKind::all_gather, 64e3, 8, h100(), kLink).protocol->name == "LL");
+  CHECK(plan_ring(CollectiveKind::all_gather, 1e9, 8, h100(), kLink).protocol->name == "Simple");
 }
 
 TEST_CASE("Ring latency grows by one hop per extra rank", "[cost][nccl]") {
-  const auto p4 = plan_ring(1e9, 4, h100(), kLink);
-  const auto p8 = plan_ring(1e9, 8, h100(), kLink);
+  const auto p4 = plan_ring(CollectiveKind::all_gather, 1e9, 4, h100(), kLink);
+  const auto p8 = plan_ring(CollectiveKind::all_gather, 1e9, 8, h100(), kLink);
   REQUIRE(p4.protocol == p8.protocol);
   CHECK(p8.latency - p4.latency == 4 * p8.protocol->step_latency);
   // Each rank sends (n-1)/n of the buffer.
@@ -26,9 +26,32 @@ TEST_CASE("Ring latency grows by one hop per extra rank", "[cost][nccl]") {
   CHECK(p8.bytes_per_rank == Approx(0.875e9));
 }
 
+TEST_CASE("A ring all-reduce is a reduce-scatter then an all-gather: twice the bytes and twice the hops", "[cost][nccl]") {
+  for (int n : {2, 4, 8}) {
+    INFO(n);
+    const auto rs = plan_ring(CollectiveKind::reduce_scatter, 1e9, n, h100(), kLink);
+    const auto ar = plan_ring(CollectiveKind::all_reduce, 1e9, n, h100(), kLink);
+    REQUIRE(rs.protocol == ar.protocol);
+    CHECK(ar.bytes_per_rank == Approx(2 * rs.bytes_per_rank));
+    CHECK(ar.latency - rs.latency == (n - 1) * ar.protocol->step_latency);
+  }
+  // Simulated: an all-reduce takes as long as a reduce-scatter and an all-gather of the same
+  // buffer back to back, less one startup (one kernel, not two).
+  const double bytes = 256e6;
+  const auto one = [&](CollectiveKind kind) {
+    Dag dag(8);
+    const int g = dag.new_group();
+    for (int r = 0; r < 8; ++r) dag.add(r, 0, "c", CollectiveOp{kind, bytes, g});
+    return op_us(execute(dag, h100()), 0);
+  };
+  const double startup = to_us(h100().nccl.ring_startup + plan_ring(CollectiveKind::all_reduce, bytes, 8, h100(), kLink).protocol->base_latency);
+  CHECK(one(CollectiveKind::all_reduce) ==
+        Approx(one(CollectiveKind::reduce_scatter) + one(CollectiveKind::all_gather) - startup).epsilon(0.01));
+}
+
 TEST_CASE("NCCL uses fewer channels (SMs) for small messages", "[cost][nccl]") {
-  const auto small = plan_ring(100e3, 8, h100(), kLink);
-  const auto large = plan_ring(100e6, 8, h100(), kLink);
+  const auto small = plan_ring(CollectiveKind::all_gather, 100e3, 8, h100(), kLink);
+  const auto large = plan_ring(CollectiveKind::all_gather, 100e6, 8, h100(), kLink);
   CHECK(small.channels < large.channels);
   CHECK(large.channels == h100().nccl.max_channels);
 }
@@ -47,7 +70,7 @@ TEST_CASE("A ring collective's bandwidth term halves when the link doubles", "[c
     }
     return op_us(execute(dag, hw), first);
   };
-  const double latency_us = to_us(plan_ring(bytes, 8, h100(), kLink).latency);
+  const double latency_us = to_us(plan_ring(CollectiveKind::all_gather, bytes, 8, h100(), kLink).latency);
   CHECK((run(fast) - latency_us) / (run(h100()) - latency_us) == Approx(0.5).epsilon(0.01));
 }
 

@@ -66,12 +66,12 @@ TEST_CASE("Two TP groups on their own GPUs of one NVSwitch node run exactly as e
   const Scenario s = region_scenario(4);
   for (const std::string variant : {"baseline", "async_tp", "async_tp_nccl", "ring", "fused"}) {
     INFO(variant);
-    const Dag alone = build_region_dag(s, variant, true);
+    const Dag alone = build_region_dag(s, variant, RegionKind::gather);
     const Tick alone_span = analyze(alone, execute(alone, h100())).makespan;
     Dag both(8);
     const int low = both.add_process_group(iota_ranks(0, 4)), high = both.add_process_group(iota_ranks(4, 4));
-    add_region(both, low, s, variant, true);
-    add_region(both, high, s, variant, true);
+    add_region(both, low, s, variant, RegionKind::gather);
+    add_region(both, high, s, variant, RegionKind::gather);
     const Timeline tl = execute(both, h100());
     CHECK(span_on(both, tl, iota_ranks(0, 4)) == alone_span);
     CHECK(span_on(both, tl, iota_ranks(4, 4)) == alone_span);
@@ -85,7 +85,7 @@ TEST_CASE("A group's collectives follow its ring order: a ring that skips neighb
   const Scenario s = region_scenario(4);
   const auto collective_time = [&](std::vector<int> order) {
     Dag dag(4);
-    add_region(dag, dag.add_process_group(std::move(order)), s, "baseline", true);
+    add_region(dag, dag.add_process_group(std::move(order)), s, "baseline", RegionKind::gather);
     const Timeline tl = execute(dag, ring);
     return tl.ops[0].end - tl.ops[0].start;  // rank 0's all-gather
   };
@@ -95,7 +95,7 @@ TEST_CASE("A group's collectives follow its ring order: a ring that skips neighb
   CHECK(skipping > neighbours);
   // In world order the group is the DAG's own ring.
   Dag world(4);
-  add_region(world, Dag::kWorld, s, "baseline", true);
+  add_region(world, Dag::kWorld, s, "baseline", RegionKind::gather);
   const Timeline tl = execute(world, ring);
   CHECK(tl.ops[0].end - tl.ops[0].start == neighbours);
 }
@@ -111,8 +111,8 @@ TEST_CASE("Two TP groups across the same two nodes share the NICs: each crosses 
   const auto all_gather_time = [&](bool both) {
     Dag dag(2 * per);
     const int ga = dag.add_process_group(a), gb = dag.add_process_group(b);
-    add_region(dag, ga, s, "baseline", true);
-    if (both) add_region(dag, gb, s, "baseline", true);
+    add_region(dag, ga, s, "baseline", RegionKind::gather);
+    if (both) add_region(dag, gb, s, "baseline", RegionKind::gather);
     const Timeline tl = execute(dag, two_nodes);
     return tl.ops[dag.program(0).front()].end - tl.ops[dag.program(0).front()].start;
   };

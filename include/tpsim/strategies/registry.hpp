@@ -10,20 +10,24 @@
 
 namespace tpsim {
 
-// Every TP variant, in table order; `needs_scatter`: only those with a reduce-scatter form.
-std::vector<std::string> tp_variants(bool needs_scatter = false);
+// A TP region: all-gather -> matmul, matmul -> reduce-scatter, or matmul -> all-reduce
+// (tensor parallelism without sequence parallelism).
+enum class RegionKind { gather, scatter, all_reduce };
+
+// The TP variants that have a form for `kind`, in table order.
+std::vector<std::string> tp_variants(RegionKind kind);
 
 // One GEMM (per weight) on every rank, nothing shared.
 Dag build_matmul_dag(const Scenario& s);
-// One region: all-gather -> matmul (gather) or matmul -> reduce-scatter, by `variant`.
-Dag build_region_dag(const Scenario& s, const std::string& variant, bool gather);
+// One region of `kind`, built by `variant`.
+Dag build_region_dag(const Scenario& s, const std::string& variant, RegionKind kind);
 // Whole decoder layers (or their attention or FFN half); a variant without a
 // reduce-scatter form keeps NCCL's for those regions.
 Dag build_layer_dag(const Scenario& s, const std::string& variant);
 // The same on process group `pg` of a DAG that may hold several groups: the group's
 // ranks shard the rows (region) or the layer, in the group's ring order; the
 // scenario's `gpus` is read only for its op budget.
-void add_region(Dag& dag, int pg, const Scenario& s, const std::string& variant, bool gather);
+void add_region(Dag& dag, int pg, const Scenario& s, const std::string& variant, RegionKind kind);
 void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant);
 // Throws SimulationLimit when the layers' op graph would pass Dag::kMaxOps: what
 // build_layer_dag would refuse, found without building it (a sweep checks every point first).
