@@ -102,7 +102,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));
-  s.notes = workload_kind(s.workload).check_hardware(s);
+  s.notes = workload_kind(s.workload).check_hardware(s, root.has("variants"));
   return s;
 }
 

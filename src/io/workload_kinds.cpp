@@ -101,18 +101,37 @@ Dag build_gather(const Scenario& s, const std::string& v) { return build_region_
 Dag build_scatter(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::scatter); }
 Dag build_all_reduce(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::all_reduce); }
 
-// One TP group: one node, unless the hardware model joins nodes.
-std::vector<std::string> check_tp_group_hardware(const Scenario& s) {
+// One TP group: one node, unless the hardware model joins nodes; then only the variants
+// that reach peers through NCCL (not through memory mapped over NVLink).
+std::vector<std::string> check_tp_group_hardware(Scenario& s, bool variants_listed) {
   const FabricSpec& fabric = s.hardware.fabric;
   if (fabric.topology != "multi_node" && s.gpus > fabric.gpus_per_node)
     fail_at("$.gpus", fmt::format("{} is one node of {} GPUs (topology \"{}\"); {} GPUs need a multi_node hardware model such as "
                                   "h100_sxm_2node", s.hardware.name, fabric.gpus_per_node, fabric.topology, s.gpus));
   if (fabric.topology != "multi_node") return {};
-  return {fmt::format("{} GPUs on {}: {} node(s) of up to {} GPUs, one NIC per GPU between nodes", s.gpus, s.hardware.name,
-                      (s.gpus + fabric.gpus_per_node - 1) / fabric.gpus_per_node, fabric.gpus_per_node)};
+  const int nodes = (s.gpus + fabric.gpus_per_node - 1) / fabric.gpus_per_node;
+  std::vector<std::string> notes{fmt::format("{} GPUs on {}: {} node(s) of up to {} GPUs, one NIC per GPU between nodes", s.gpus,
+                                             s.hardware.name, nodes, fabric.gpus_per_node)};
+  if (nodes == 1) return notes;
+  std::vector<std::string> kept, dropped;
+  for (std::size_t i = 0; i < s.variants.size(); ++i) {
+    const std::string& v = s.variants[i];
+    if (!variant_needs_one_node(v)) {
+      kept.push_back(v);
+      continue;
+    }
+    if (variants_listed)
+      fail_at(fmt::format("$.variants[{}]", i), fmt::format("{} maps its peers' memory over NVLink, so its group must sit in one node; "
+                                                            "these {} GPUs span {} nodes", v, s.gpus, nodes));
+    dropped.push_back(v);
+  }
+  if (!dropped.empty())
+    notes.push_back(fmt::format("left out {} (peers' memory mapped over NVLink: one node only)", fmt::join(dropped, ", ")));
+  s.variants = std::move(kept);
+  return notes;
 }
 
-std::vector<std::string> check_step_hardware(const Scenario& s) {
+std::vector<std::string> check_step_hardware(Scenario& s, bool) {
   return check_training_hardware(s.workload.step, s.gpus, s.hardware);
 }
 

@@ -15,17 +15,22 @@ using namespace strategy;
 struct Variant {
   std::string name;
   VariantBuilders builders;
+  // Peers' buffers mapped into every rank's address space over NVLink: PyTorch's
+  // symmetric memory (enable_symm_mem_for_group refuses ranks "on different hosts",
+  // torch/distributed/_symmetric_memory/__init__.py) and the Pallas Mosaic GPU kernel's
+  // remote copies. Such a variant runs only inside one node.
+  bool one_node = false;
 };
 
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> table = {
-      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline}},
-      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr}},
-      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr}},
-      {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr}},
-      {"ring", {gather_ring, scatter_ring, nullptr}},
-      {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr}},
-      {"fused", {gather_fused, nullptr, nullptr}},
+      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline}, false},
+      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr}, true},
+      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr}, true},
+      {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr}, false},
+      {"ring", {gather_ring, scatter_ring, nullptr}, false},
+      {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr}, false},
+      {"fused", {gather_fused, nullptr, nullptr}, true},
   };
   return table;
 }
@@ -69,6 +74,11 @@ std::vector<std::string> tp_variants(RegionKind kind) {
   for (const auto& v : variants())
     if (builder_for(v, kind)) out.push_back(v.name);
   return out;
+}
+
+bool variant_needs_one_node(const std::string& variant) {
+  const Variant* v = find_variant(variant);
+  return v && v->one_node;
 }
 
 Dag build_matmul_dag(const Scenario& s) {

@@ -133,8 +133,16 @@ TEST_CASE("A TP group never outgrows the system a hardware model describes", "[i
   CHECK(error_of(R"({"hardware": "h100_sxm", "gpus": 8, )" + ag) == "");
   // Across nodes the node count follows from gpus, and the scenario says what it assumed.
   const Scenario s = parse_scenario(Json::parse(R"({"hardware": "h100_sxm_2node", "gpus": 64, )" + ag), "");
-  REQUIRE(s.notes.size() == 1);
+  REQUIRE(s.notes.size() == 2);
   CHECK(s.notes[0] == "64 GPUs on h100_sxm_2node: 8 node(s) of up to 8 GPUs, one NIC per GPU between nodes");
+  // Symmetric memory and the Mosaic kernel map peers' buffers over NVLink: one node only.
+  CHECK(s.notes[1] == "left out async_tp, async_tp_single_stream, fused (peers' memory mapped over NVLink: one node only)");
+  CHECK(s.variants == std::vector<std::string>{"baseline", "async_tp_nccl", "ring", "ring_bidirectional"});
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm_2node", "gpus": 16, "variants": ["baseline", "async_tp"], )" + ag),
+             Catch::Matchers::Contains("$.variants[1]: async_tp maps its peers' memory over NVLink, so its group must sit in one node; "
+                                       "these 16 GPUs span 2 nodes"));
+  // Inside one node of the same model every variant stays.
+  CHECK(parse_scenario(Json::parse(R"({"hardware": "h100_sxm_2node", "gpus": 8, )" + ag), "").variants.size() == 7);
 }
 
 TEST_CASE("A custom model's layer GEMMs are bounded like any GEMM", "[io][scenario]") {

@@ -48,6 +48,6 @@ TEST_CASE("Stuck: a wait on an event that is never recorded is refused when buil
 TEST_CASE("Limits: an op graph past the bound stops with a clear error", "[limits]") {
   CHECK_THROWS_AS(simulate(R"({"hardware": "h100_sxm_2node", "gpus": 64, "dtype": "bf16",
       "workload": {"op": "transformer_layer", "model": "llama3_405b", "tokens": 65536, "seq_len": 8192,
-                   "pass": "forward_backward", "layers": 1000}, "variants": ["async_tp"]})"),
+                   "pass": "forward_backward", "layers": 1000}, "variants": ["async_tp_nccl"]})"),
                   SimulationLimit);
 }

@@ -30,8 +30,10 @@ struct WorkloadKind {
   Dag (*build)(const Scenario& s, const std::string& variant) = nullptr;
   // Throws SimulationLimit when `build` would refuse the graph's size; may be null.
   void (*check_budget)(const Scenario& s) = nullptr;
-  // Checks the scenario's GPUs against its hardware; returns notes worth a line to the user.
-  std::vector<std::string> (*check_hardware)(const Scenario& s) = nullptr;
+  // Checks the scenario's GPUs and variants against its hardware; returns notes worth a
+  // line to the user. Variants the hardware cannot run are refused when the scenario
+  // listed them (`variants_listed`) and dropped, with a note, when they were the default.
+  std::vector<std::string> (*check_hardware)(Scenario& s, bool variants_listed) = nullptr;
 };
 
 const std::vector<WorkloadKind>& workload_kinds();

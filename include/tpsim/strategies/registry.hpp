@@ -17,6 +17,9 @@ enum class RegionKind { gather, scatter, all_reduce };
 // The TP variants that have a form for `kind`, in table order.
 std::vector<std::string> tp_variants(RegionKind kind);
 
+// Whether `variant` maps peers' memory over NVLink, so that its group must sit in one node.
+bool variant_needs_one_node(const std::string& variant);
+
 // One GEMM (per weight) on every rank, nothing shared.
 Dag build_matmul_dag(const Scenario& s);
 // One region of `kind`, built by `variant`.
