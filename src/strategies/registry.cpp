@@ -18,7 +18,8 @@ struct Variant {
   // Peers' buffers mapped into every rank's address space over NVLink: PyTorch's
   // symmetric memory (enable_symm_mem_for_group refuses ranks "on different hosts",
   // torch/distributed/_symmetric_memory/__init__.py) and the Pallas Mosaic GPU kernel's
-  // remote copies. Such a variant runs only inside one node.
+  // TMA copies into plgpu.remote_ref buffers "over NVLINK" (seed 002). Such a variant
+  // runs only inside one node.
   bool one_node = false;
 };
 
