@@ -81,12 +81,14 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   if (root.has("variants")) {
     const Json& vs = root.array("variants");
     if (vs.empty()) fail_at("$.variants", "must name at least one variant");
-    const auto known = workload_kind(s.workload).variants();
+    const auto known = workload_kind(s.workload).variants(s.workload);
     for (std::size_t i = 0; i < vs.size(); ++i) {
       const std::string path = fmt::format("$.variants[{}]", i);
       const std::string v = as_string(vs[i], path);
       if (!supports(s, v)) {
-        std::string msg = fmt::format("variant \"{}\" is not available for {}", v, s.workload.op);
+        const bool no_sp = !(is_training_step(s.workload) ? s.workload.step.sequence_parallel : s.workload.sequence_parallel);
+        std::string msg = fmt::format("variant \"{}\" is not available for {}{}", v, s.workload.op,
+                                      no_sp ? " without sequence parallelism (its TP regions are all-reduces)" : "");
         if (auto sug = closest_match(v, known)) msg += fmt::format(" (did you mean \"{}\"?)", *sug);
         else msg += fmt::format(" (available: {})", fmt::join(known, ", "));
         fail_at(path, msg);
@@ -96,7 +98,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
       s.variants.push_back(v);
     }
   } else {
-    s.variants = workload_kind(s.workload).variants();
+    s.variants = workload_kind(s.workload).variants(s.workload);
   }
   if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue"}));
   s.hardware_ref = root.string("hardware");

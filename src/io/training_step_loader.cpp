@@ -180,7 +180,7 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
 
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
-          "virtual_stages", "linear_dtype", "compile", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
+          "virtual_stages", "linear_dtype", "compile", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
           "moe_dispatch_chunks"};
 }
 
@@ -219,6 +219,7 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     t.linear_dtype = *d;
   }
   t.compile = w.optional_bool("compile").value_or(false);
+  t.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
   t.cp_method = parse_choice(w, "cp_method", CpMethod::allgather, {{"allgather", CpMethod::allgather}, {"ring", CpMethod::ring}});
   t.cp_method_ignored = w.has("cp_method") && t.mesh.size(MeshDim::cp) == 1;
   if (w.has("moe_dispatch_chunks")) {

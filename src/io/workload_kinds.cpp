@@ -60,6 +60,7 @@ Workload parse_layers(const ObjectReader& w, int gpus) {
   else if (pass == "backward") wl.pass = Pass::backward;
   else if (pass == "forward_backward") wl.pass = Pass::forward_backward;
   else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
+  wl.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
   const std::int64_t layers = w.positive_int_or("layers", 1);
   if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
   wl.layers = static_cast<int>(layers);
@@ -91,10 +92,17 @@ Workload parse_step(const ObjectReader& w, int gpus) {
   return wl;
 }
 
-std::vector<std::string> baseline_only() { return {"baseline"}; }
-std::vector<std::string> every_variant() { return tp_variants(RegionKind::gather); }
-std::vector<std::string> scatter_variants() { return tp_variants(RegionKind::scatter); }
-std::vector<std::string> all_reduce_variants() { return tp_variants(RegionKind::all_reduce); }
+std::vector<std::string> baseline_only(const Workload&) { return {"baseline"}; }
+std::vector<std::string> gather_variants(const Workload&) { return tp_variants(RegionKind::gather); }
+std::vector<std::string> scatter_variants(const Workload&) { return tp_variants(RegionKind::scatter); }
+std::vector<std::string> all_reduce_variants(const Workload&) { return tp_variants(RegionKind::all_reduce); }
+// Layers: without sequence parallelism every TP region is an all-reduce.
+std::vector<std::string> layer_variants(const Workload& w) {
+  return tp_variants(w.sequence_parallel ? RegionKind::gather : RegionKind::all_reduce);
+}
+std::vector<std::string> step_variants(const Workload& w) {
+  return tp_variants(w.step.sequence_parallel ? RegionKind::gather : RegionKind::all_reduce);
+}
 
 Dag build_matmul(const Scenario& s, const std::string&) { return build_matmul_dag(s); }
 Dag build_gather(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::gather); }
@@ -135,7 +143,7 @@ std::vector<std::string> check_step_hardware(Scenario& s, bool) {
   return check_training_hardware(s.workload.step, s.gpus, s.hardware);
 }
 
-const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers"};
+const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel"};
 const std::vector<std::string> kGemmKeys = {"m", "k", "n"};
 
 }  // namespace
@@ -145,20 +153,20 @@ const std::vector<WorkloadKind>& workload_kinds() {
       {"matmul", "one GEMM (m x k by k x n) on every GPU, nothing shared", kGemmKeys, 1, kMaxGpus, false, true, parse_matmul,
        baseline_only, build_matmul, nullptr, check_tp_group_hardware},
       {"allgather_matmul", "all-gather of an m/gpus-row shard, then its GEMMs (n: one weight or a list sharing the gather)",
-       kGemmKeys, 2, kMaxGpus, false, true, parse_allgather_matmul, every_variant, build_gather, nullptr, check_tp_group_hardware},
+       kGemmKeys, 2, kMaxGpus, false, true, parse_allgather_matmul, gather_variants, build_gather, nullptr, check_tp_group_hardware},
       {"matmul_reducescatter", "a GEMM's partial output, reduce-scattered by rows", kGemmKeys, 2, kMaxGpus, false, true,
        parse_matmul_reducescatter, scatter_variants, build_scatter, nullptr, check_tp_group_hardware},
       {"matmul_allreduce", "a GEMM's partial output (k is each GPU's contraction shard), all-reduced: TP without sequence parallelism",
        kGemmKeys, 2, kMaxGpus, false, true, parse_matmul_allreduce, all_reduce_variants, build_all_reduce, nullptr,
        check_tp_group_hardware},
-      {"transformer_layer", "Llama decoder layers with TP + SP: attention and FFN, forward and/or backward", kLayerKeys, 2, kMaxGpus,
-       false, false, parse_layers, every_variant, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
-      {"ffn", "the FFN half of decoder layers with TP + SP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers, every_variant,
+      {"transformer_layer", "Llama decoder layers under TP (with SP unless sequence_parallel is false): attention and FFN, forward and/or backward", kLayerKeys, 2, kMaxGpus,
+       false, false, parse_layers, layer_variants, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
+      {"ffn", "the FFN half of decoder layers under TP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers, layer_variants,
        build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
-      {"attention", "the attention half of decoder layers with TP + SP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers,
-       every_variant, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
+      {"attention", "the attention half of decoder layers under TP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers,
+       layer_variants, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
       {"training_step", "a whole training step on a device mesh (dp, fsdp, tp, pp, cp, ep); variants pick the TP strategy",
-       training_step_keys(), 1, kMaxClusterGpus, true, false, parse_step, every_variant, nullptr, nullptr, check_step_hardware},
+       training_step_keys(), 1, kMaxClusterGpus, true, false, parse_step, step_variants, nullptr, nullptr, check_step_hardware},
   };
   return table;
 }
@@ -209,7 +217,7 @@ Workload parse_workload(const Json& j, const std::string& path, int gpus) {
 }
 
 bool supports(const Scenario& s, const std::string& variant) {
-  const auto v = workload_kind(s.workload).variants();
+  const auto v = workload_kind(s.workload).variants(s.workload);
   return std::find(v.begin(), v.end(), variant) != v.end();
 }
 
@@ -231,7 +239,7 @@ std::string describe_workloads() {
     out += fmt::format("{}\n  {}\n", k.name, k.summary);
     out += fmt::format("  keys: op, {}\n", fmt::join(k.keys, ", "));
     out += k.min_gpus > 1 ? fmt::format("  gpus: {} to {}\n", k.min_gpus, k.max_gpus) : fmt::format("  gpus: up to {}\n", k.max_gpus);
-    out += fmt::format("  variants: {}\n", fmt::join(k.variants(), ", "));
+    out += fmt::format("  variants: {}\n", fmt::join(k.variants(Workload{}), ", "));
   }
   return out;
 }

@@ -46,6 +46,7 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers, const LayerPar
   sub.workload.layers = layers;
   sub.workload.linear_dtype = t.linear_dtype;
   sub.workload.compile = t.compile;
+  sub.workload.sequence_parallel = t.sequence_parallel;
   return sub;
 }
 

@@ -34,11 +34,15 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
     ffn_kept = up * shared + k * (h * tp + up * ef);
     ffn_recomputed = shared + k * ef;
   }
+  // The hidden-sized activations (norm and residual inputs, a checkpointed layer input) are
+  // sharded over TP with sequence parallelism and whole on every TP rank without it
+  // (Korthikanti et al. 2022: 34sbh/t with, sbh(10 + 24/t) without).
+  const double hs = t.sequence_parallel ? h : h * tp;
   double per_token = 0;  // elements on one TP rank, times tp
   switch (mode) {
-    case Checkpointing::none: per_token = 4 * h + q + 2 * kv + q + ffn_kept + ffn_recomputed; break;
-    case Checkpointing::selective: per_token = 2 * h + q + 2 * kv + q + ffn_kept; break;
-    case Checkpointing::full: per_token = h; break;
+    case Checkpointing::none: per_token = 4 * hs + q + 2 * kv + q + ffn_kept + ffn_recomputed; break;
+    case Checkpointing::selective: per_token = 2 * hs + q + 2 * kv + q + ffn_kept; break;
+    case Checkpointing::full: per_token = hs; break;
   }
   return tokens * per_token / tp * element_bytes;
 }

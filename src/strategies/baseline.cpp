@@ -37,6 +37,9 @@ namespace tpsim::strategy {
 
 // One rank: nothing to gather or scatter, the GEMMs run whole.
 void gather_local(Dag& dag, const Region& r) { add_gemms(dag, r, dag.process_group(r.pg).rank(0), kCompute, true, r.name + ".matmul"); }
+void gather_replicated(Dag& dag, const Region& r) {
+  for (int rank : dag.process_group(r.pg).ranks) add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
+}
 void scatter_local(Dag& dag, const Region& r) { add_gemms(dag, r, dag.process_group(r.pg).rank(0), kCompute, true, r.name + ".matmul"); }
 
 }  // namespace tpsim::strategy

@@ -1,4 +1,6 @@
-// A Llama decoder layer under tensor + sequence parallelism on G ranks, T tokens:
+// A Llama decoder layer under tensor + sequence parallelism on G ranks, T tokens
+// (without sequence parallelism, [T/G,H] is [T,H] on every rank, the all-gathers go and
+// each reduce-scatter is an all-reduce: the variant's builders say how):
 //   forward:  RMSNorm [T/G,H] -> all-gather -> Q,K,V -> causal flash attention ->
 //             out proj -> reduce-scatter -> residual -> RMSNorm -> all-gather ->
 //             w1, w3 -> SiLU*mul -> w2 -> reduce-scatter -> residual
@@ -26,7 +28,8 @@ class LayerBuilder {
       : dag_(dag), sc_(sc), v_(v), prefix_(std::move(prefix)), pg_(pg), ranks_(dag.process_group(pg).ranks) {
     const auto& w = sc.workload;
     const auto g = static_cast<std::int64_t>(ranks_.size());
-    sh_ = {w.tokens, w.tokens / g, w.model.hidden, w.model.ffn_hidden / g, w.model.heads / g,
+    // Between regions a rank holds 1/G of the tokens with sequence parallelism, all without.
+    sh_ = {w.tokens, w.sequence_parallel ? w.tokens / g : w.tokens, w.model.hidden, w.model.ffn_hidden / g, w.model.heads / g,
            std::max<std::int64_t>(1, w.model.kv_heads / g), w.model.head_dim, w.seq_len, double(dtype_bytes(sc.dtype))};
     gated_ = w.model.gated_ffn;
   }

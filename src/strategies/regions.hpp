@@ -72,6 +72,9 @@ void gather_ring_bidirectional(Dag& dag, const Region& r);
 void scatter_ring_bidirectional(Dag& dag, const Region& r);
 void gather_fused(Dag& dag, const Region& r);
 void gather_local(Dag& dag, const Region& r);  // a group of one rank
+// Every rank already holds the whole input (TP without sequence parallelism): the
+// region's GEMMs whole on each rank, nothing to gather.
+void gather_replicated(Dag& dag, const Region& r);
 void scatter_local(Dag& dag, const Region& r);
 
 }  // namespace tpsim::strategy

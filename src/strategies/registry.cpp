@@ -103,6 +103,12 @@ void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant)
   if (dag.process_group(pg).size() == 1) {
     // One rank (a training step without TP): the layer's GEMMs whole, no collective to overlap.
     build_layers(dag, s, VariantBuilders{gather_local, scatter_local, nullptr}, pg);
+  } else if (!s.workload.sequence_parallel) {
+    // Without sequence parallelism the input of a column-parallel GEMM (and the output
+    // gradient of a row-parallel one) is already whole on every rank, and what sequence
+    // parallelism reduce-scatters is all-reduced.
+    if (!v->builders.all_reduce) throw std::logic_error(variant + " has no all-reduce form");
+    build_layers(dag, s, VariantBuilders{gather_replicated, v->builders.all_reduce, nullptr}, pg);
   } else {
     build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline, nullptr}, pg);
   }

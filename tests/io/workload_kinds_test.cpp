@@ -34,7 +34,7 @@ TEST_CASE("Every workload kind is one complete table entry", "[io][workload_kind
     CHECK(names.insert(std::string(kind.name)).second);
     CHECK(find_workload_kind(kind.name) == &kind);
     CHECK_FALSE(kind.summary.empty());
-    CHECK_FALSE(kind.variants().empty());
+    CHECK_FALSE(kind.variants(Workload{}).empty());
     CHECK(kind.min_gpus <= kind.max_gpus);
     // A kind is either one op DAG (with a builder) or a whole step (with its own simulator).
     CHECK((kind.build == nullptr) == kind.whole_step);
@@ -43,7 +43,7 @@ TEST_CASE("Every workload kind is one complete table entry", "[io][workload_kind
     // Its sample parses, defaults to every variant, and (for a DAG kind) builds a graph on every rank.
     const Scenario s = sample_scenario(kind);
     CHECK(s.workload.op == kind.name);
-    CHECK(s.variants == kind.variants());
+    CHECK(s.variants == kind.variants(s.workload));
     CHECK(is_training_step(s.workload) == kind.whole_step);
     if (kind.whole_step) {
       CHECK_THROWS_AS(build_dag(s, s.variants.front()), std::logic_error);

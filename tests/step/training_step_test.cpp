@@ -9,6 +9,7 @@
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/report/step_result_writers.hpp"
 #include "tpsim/report/step_trace.hpp"
+#include "tpsim/step/memory_ledger.hpp"
 #include "tpsim/step/training_step.hpp"
 
 using namespace tpsim;
@@ -230,4 +231,25 @@ TEST_CASE("a mesh whose sizes multiply past 64 bits is refused without overflowi
   const std::string e = test::scenario_error(step(64, "llama3_8b", R"("dp": 131072, "fsdp": 131072, "tp": 131072, "pp": 131072)"));
   CHECK(e.find("$.workload.mesh") != std::string::npos);
   CHECK(e.find("more than 131072 GPUs") != std::string::npos);
+}
+
+TEST_CASE("Without sequence parallelism hidden activations are whole per TP rank", "[step][memory][sequence_parallel]") {
+  const auto parse_step = [](const std::string& extra) {
+    return parse_scenario(Json::parse(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", extra)), "").workload.step;
+  };
+  const TrainingStepSpec sp = parse_step(""), no_sp = parse_step(R"("sequence_parallel": false)");
+  CHECK(sp.sequence_parallel);
+  CHECK_FALSE(no_sp.sequence_parallel);
+  // Full checkpointing keeps only each layer's input: [T/t, H] with SP, [T, H] without.
+  CHECK(activation_bytes_per_layer(no_sp, Checkpointing::full, 2) == Approx(8 * activation_bytes_per_layer(sp, Checkpointing::full, 2)));
+  // Without checkpointing the four hidden-sized tensors grow t-fold; the rest is sharded as before.
+  const double h = static_cast<double>(sp.model.hidden), tokens = static_cast<double>(sp.rank_tokens());
+  CHECK(activation_bytes_per_layer(no_sp, Checkpointing::none, 2) - activation_bytes_per_layer(sp, Checkpointing::none, 2) ==
+        Approx(tokens * 4 * h * (1 - 1.0 / 8) * 2));
+  // The step: more memory, and async TP refused (its regions need sequence parallelism).
+  const StepResult with = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)")),
+                   without = run(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("sequence_parallel": false)"));
+  CHECK(without.runs[0].peak_memory_bytes > with.runs[0].peak_memory_bytes);
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("sequence_parallel": false)", R"("async_tp")"))
+            .find("without sequence parallelism") != std::string::npos);
 }

@@ -123,3 +123,73 @@ TEST_CASE("Bad layer workloads are rejected with the JSON path", "[layer][io]") 
                        16384, "forward", R"("baseline")")),
              Contains("$.workload.model.kv_heads: 3 KV heads can be neither split nor replicated evenly over 8 GPUs"));
 }
+
+namespace {
+
+std::string layer_sp(bool sequence_parallel, const std::string& pass) {
+  return fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {{"op": "transformer_layer", "model": "llama3_8b", "tokens": 16384, "seq_len": 8192, "pass": "{}",
+                    "sequence_parallel": {}}}, "variants": ["baseline"]}})",
+                     pass, sequence_parallel ? "true" : "false");
+}
+
+double collective_bytes(const VariantRun& run, CollectiveKind kind) {
+  double b = 0;
+  for (OpId id = 0; id < run.dag.size(); ++id)
+    if (const auto* c = std::get_if<CollectiveOp>(&run.dag.op(id).payload); c && c->kind == kind && run.dag.op(id).rank == 0)
+      b += c->buffer_bytes;
+  return b;
+}
+
+double elementwise_bytes(const VariantRun& run, const std::string& part) {
+  double b = 0;
+  for (OpId id = 0; id < run.dag.size(); ++id)
+    if (const auto* e = std::get_if<ElementwiseOp>(&run.dag.op(id).payload);
+        e && run.dag.op(id).rank == 0 && run.dag.op(id).name.find(part) != std::string::npos)
+      b += e->bytes_read + e->bytes_written;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("Without sequence parallelism a layer all-reduces and gathers nothing", "[layer][sequence_parallel]") {
+  for (const std::string pass : {"forward", "backward"}) {
+    INFO(pass);
+    const RunResult with = simulate(layer_sp(true, pass)), without = simulate(layer_sp(false, pass));
+    const auto &sp = variant(with, "baseline"), &no_sp = variant(without, "baseline");
+    CHECK(collective_bytes(no_sp, CollectiveKind::all_gather) == 0);
+    CHECK(collective_bytes(no_sp, CollectiveKind::reduce_scatter) == 0);
+    // Forward: out proj and w2 all-reduce; backward: the QKV and w1/w3 input gradients.
+    CHECK(count(no_sp, 0, is_collective) == 2);
+    // The same [T, H] buffers SP reduce-scatters (a ring all-reduce moves twice their bytes).
+    CHECK(collective_bytes(no_sp, CollectiveKind::all_reduce) == collective_bytes(sp, CollectiveKind::reduce_scatter));
+  }
+}
+
+TEST_CASE("Without sequence parallelism norms and residuals move G times the bytes", "[layer][sequence_parallel]") {
+  const RunResult with = simulate(layer_sp(true, "forward_backward")), without = simulate(layer_sp(false, "forward_backward"));
+  const auto &sp = variant(with, "baseline"), &no_sp = variant(without, "baseline");
+  for (const std::string part : {".norm", ".residual"}) {
+    INFO(part);
+    REQUIRE(elementwise_bytes(sp, part) > 0);
+    CHECK(elementwise_bytes(no_sp, part) == Approx(8 * elementwise_bytes(sp, part)));
+  }
+  // Attention and the GEMMs' FLOPs are the same either way.
+  const auto flops = [](const VariantRun& run) {
+    double f = 0;
+    for (OpId id : run.dag.program(0)) f += op_flops(run.dag.op(id));
+    return f;
+  };
+  CHECK(flops(no_sp) == Approx(flops(sp)));
+}
+
+TEST_CASE("Without sequence parallelism only the all-reduce baseline applies", "[layer][sequence_parallel]") {
+  std::string text = layer_sp(false, "forward");
+  const std::string one = R"(["baseline"])";
+  text.replace(text.find(one), one.size(), R"(["baseline", "async_tp"])");
+  CHECK_THAT(scenario_error(text), Catch::Matchers::Contains("$.variants[1]: variant \"async_tp\" is not available for transformer_layer "
+                                                             "without sequence parallelism"));
+  const std::string listed = R"(, "variants": ["baseline", "async_tp"])";
+  text.erase(text.find(listed), listed.size());
+  CHECK(parse_scenario(Json::parse(text), "").variants == std::vector<std::string>{"baseline"});
+}

@@ -25,7 +25,8 @@ struct WorkloadKind {
   bool op_level = false;
   // Reads the workload (a reader that admits "op" and `keys` only) for `gpus` GPUs.
   Workload (*parse)(const ObjectReader& w, int gpus) = nullptr;
-  std::vector<std::string> (*variants)() = nullptr;
+  // The variants that apply to a parsed workload (all TP regions' forms it needs).
+  std::vector<std::string> (*variants)(const Workload& w) = nullptr;
   // The op DAG of one variant; null for a whole step.
   Dag (*build)(const Scenario& s, const std::string& variant) = nullptr;
   // Throws SimulationLimit when `build` would refuse the graph's size; may be null.

@@ -30,6 +30,11 @@ struct Workload {
   int layers = 1;
   std::optional<Dtype> linear_dtype;  // GEMMs of the linears, when not the scenario's dtype (fp8 training)
   bool compile = false;               // torch.compile: residual adds fused with the next norm, casts fused
+  // Sequence parallelism (Megatron-LM 2022): between TP regions each rank holds 1/G of the
+  // tokens, regions all-gather and reduce-scatter. Without it every rank holds all tokens,
+  // norms and residuals run replicated, and row-parallel outputs (forward) and
+  // column-parallel input gradients (backward) are all-reduced.
+  bool sequence_parallel = true;
   TrainingStepSpec step;  // training_step only
   std::int64_t n_total() const {
     std::int64_t t = 0;

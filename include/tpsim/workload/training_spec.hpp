@@ -49,6 +49,7 @@ struct TrainingStepSpec {
   Dtype grad_reduce_dtype = Dtype::fp32;  // FSDP2 / DDP gradient reduction (torchtitan's default: fp32)
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
   bool compile = false;                   // torch.compile: element-wise chains fused
+  bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
   bool pipeline_settings_ignored = false; // microbatches or a schedule given without a pipeline
   CpMethod cp_method = CpMethod::allgather;
   // Routing imbalance: the busiest expert gets (1 + skew) times the mean tokens (0: uniform).
