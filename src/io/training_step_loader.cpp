@@ -220,6 +220,11 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   }
   t.compile = w.optional_bool("compile").value_or(false);
   t.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
+  // Context parallelism's attention loop and the MoE dispatch are built on sequence-parallel
+  // token shards; their form without it is not modelled.
+  if (!t.sequence_parallel && (t.mesh.size(MeshDim::cp) > 1 || t.model.is_moe()))
+    fail_at(w.child_path("sequence_parallel"), fmt::format("false is modelled for dense models without context parallelism only ({})",
+                                                           t.model.is_moe() ? "this model has experts" : "cp > 1"));
   t.cp_method = parse_choice(w, "cp_method", CpMethod::allgather, {{"allgather", CpMethod::allgather}, {"ring", CpMethod::ring}});
   t.cp_method_ignored = w.has("cp_method") && t.mesh.size(MeshDim::cp) == 1;
   if (w.has("moe_dispatch_chunks")) {

@@ -253,3 +253,11 @@ TEST_CASE("Without sequence parallelism hidden activations are whole per TP rank
   CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("sequence_parallel": false)", R"("async_tp")"))
             .find("without sequence parallelism") != std::string::npos);
 }
+
+TEST_CASE("Sequence parallelism off is refused where its form is not modelled", "[step][input][sequence_parallel]") {
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 4, "tp": 8, "cp": 2)", R"("sequence_parallel": false)"))
+            .find("$.workload.sequence_parallel: false is modelled for dense models without context parallelism only (cp > 1)") !=
+        std::string::npos);
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("sequence_parallel": "no")"))
+            .find("$.workload.sequence_parallel") != std::string::npos);
+}
