@@ -9,6 +9,7 @@
 #include "tpsim/io/model_loader.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/io/training_step_loader.hpp"
+#include "tpsim/step/group_layout.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 namespace tpsim {
@@ -109,6 +110,26 @@ Dag build_gather(const Scenario& s, const std::string& v) { return build_region_
 Dag build_scatter(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::scatter); }
 Dag build_all_reduce(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::all_reduce); }
 
+// A TP group across nodes keeps only the variants that reach peers through NCCL: one that
+// maps peers' memory over NVLink is refused when listed, left out with a note by default.
+void keep_variants_across_nodes(Scenario& s, bool variants_listed, const std::string& where, std::vector<std::string>& notes) {
+  std::vector<std::string> kept, dropped;
+  for (std::size_t i = 0; i < s.variants.size(); ++i) {
+    const std::string& v = s.variants[i];
+    if (!variant_needs_one_node(v)) {
+      kept.push_back(v);
+      continue;
+    }
+    if (variants_listed)
+      fail_at(fmt::format("$.variants[{}]", i),
+              fmt::format("{} maps its peers' memory over NVLink, so its group must sit in one node; {}", v, where));
+    dropped.push_back(v);
+  }
+  if (!dropped.empty())
+    notes.push_back(fmt::format("left out {} (peers' memory mapped over NVLink: one node only)", fmt::join(dropped, ", ")));
+  s.variants = std::move(kept);
+}
+
 // One TP group: one node, unless the hardware model joins nodes; then only the variants
 // that reach peers through NCCL (not through memory mapped over NVLink).
 std::vector<std::string> check_tp_group_hardware(Scenario& s, bool variants_listed) {
@@ -120,27 +141,17 @@ std::vector<std::string> check_tp_group_hardware(Scenario& s, bool variants_list
   const int nodes = (s.gpus + fabric.gpus_per_node - 1) / fabric.gpus_per_node;
   std::vector<std::string> notes{fmt::format("{} GPUs on {}: {} node(s) of up to {} GPUs, one NIC per GPU between nodes", s.gpus,
                                              s.hardware.name, nodes, fabric.gpus_per_node)};
-  if (nodes == 1) return notes;
-  std::vector<std::string> kept, dropped;
-  for (std::size_t i = 0; i < s.variants.size(); ++i) {
-    const std::string& v = s.variants[i];
-    if (!variant_needs_one_node(v)) {
-      kept.push_back(v);
-      continue;
-    }
-    if (variants_listed)
-      fail_at(fmt::format("$.variants[{}]", i), fmt::format("{} maps its peers' memory over NVLink, so its group must sit in one node; "
-                                                            "these {} GPUs span {} nodes", v, s.gpus, nodes));
-    dropped.push_back(v);
-  }
-  if (!dropped.empty())
-    notes.push_back(fmt::format("left out {} (peers' memory mapped over NVLink: one node only)", fmt::join(dropped, ", ")));
-  s.variants = std::move(kept);
+  if (nodes > 1) keep_variants_across_nodes(s, variants_listed, fmt::format("these {} GPUs span {} nodes", s.gpus, nodes), notes);
   return notes;
 }
 
-std::vector<std::string> check_step_hardware(Scenario& s, bool) {
-  return check_training_hardware(s.workload.step, s.gpus, s.hardware);
+std::vector<std::string> check_step_hardware(Scenario& s, bool variants_listed) {
+  std::vector<std::string> notes = check_training_hardware(s.workload.step, s.gpus, s.hardware);
+  const TrainingStepSpec& t = s.workload.step;
+  const GroupLayout tp = group_layout(t.mesh, MeshDim::tp, s.hardware.fabric.gpus_per_node, 0);
+  if (tp.crosses_nodes())
+    keep_variants_across_nodes(s, variants_listed, fmt::format("each TP group spans {} nodes", tp.nodes), notes);
+  return notes;
 }
 
 const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel"};

@@ -9,6 +9,7 @@
 #include "tpsim/step/context_parallel.hpp"
 #include "tpsim/step/expert_parallel.hpp"
 #include "tpsim/step/group_collective.hpp"
+#include "tpsim/step/group_layout.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 namespace tpsim {
@@ -33,6 +34,14 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers, const LayerPar
   sub.name = s.name;
   sub.hardware = s.hardware;
   sub.gpus = t.mesh.size(MeshDim::tp);
+  // A TP group across nodes: its GPUs in each node share NVSwitch, the nodes meet through
+  // the cluster NICs (one per GPU), as the multi_node topology lays out.
+  const GroupLayout tp = group_layout(t.mesh, MeshDim::tp, s.hardware.fabric.gpus_per_node, 0);
+  if (tp.crosses_nodes()) {
+    sub.hardware.fabric.topology = "multi_node";
+    sub.hardware.fabric.gpus_per_node = tp.per_node;
+    sub.hardware.fabric.nic = s.hardware.cluster.nic;
+  }
   sub.dtype = s.dtype;
   sub.software = s.software;
   sub.workload.op = part.op;
@@ -77,10 +86,13 @@ std::string region_of(const std::string& op) {
 // is not charged to every layer. Also the TP communication a layer leaves exposed, and
 // where each region's communication falls.
 PassCost per_layer(const Scenario& s, const std::string& variant, Pass pass, const LayerPart& part = {}) {
-  const Dag one_dag = build_layer_dag(layer_scenario(s, pass, 1, part), variant);
-  const Timeline tl = execute(one_dag, s.hardware, false);
+  const Scenario one_layer = layer_scenario(s, pass, 1, part);
+  const Dag one_dag = build_layer_dag(one_layer, variant);
+  // The TP group's own fabric (across nodes when the group spans them).
+  const HardwareSpec& hw = one_layer.hardware;
+  const Timeline tl = execute(one_dag, hw, false);
   const VariantMetrics one = analyze(one_dag, tl);
-  const Tick two = makespan(build_layer_dag(layer_scenario(s, pass, 2, part), variant), s.hardware);
+  const Tick two = makespan(build_layer_dag(layer_scenario(s, pass, 2, part), variant), hw);
   PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0};
   std::map<std::string, std::pair<Tick, Tick>> spans;  // region -> first start, last end
   std::vector<std::string> order;

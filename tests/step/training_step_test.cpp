@@ -1,6 +1,7 @@
 #include "support/catch.hpp"
 #include "support/simulate.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -43,7 +44,10 @@ TEST_CASE("bad meshes and schedules are one line naming the JSON path", "[step][
         std::string::npos);
   CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "int4")")).find("$.workload.linear_dtype") !=
         std::string::npos);
-  CHECK(test::scenario_error(step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)")).find("$.workload.mesh.tp") != std::string::npos);
+  // TP across nodes runs over the NICs, without the variants that map peers' memory over NVLink.
+  CHECK(test::scenario_error(step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)", "", R"("baseline", "async_tp")"))
+            .find("$.variants[1]: async_tp maps its peers' memory over NVLink, so its group must sit in one node; each TP group spans 2 nodes") !=
+        std::string::npos);
   // Across nodes a cluster network is needed: h100_pcie describes none.
   CHECK(test::scenario_error(step(16, "llama3_8b", R"("fsdp": 8, "tp": 2)", "", R"("baseline")", "h100_pcie")).find("cluster") != std::string::npos);
 }
@@ -260,4 +264,23 @@ TEST_CASE("Sequence parallelism off is refused where its form is not modelled", 
         std::string::npos);
   CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("sequence_parallel": "no")"))
             .find("$.workload.sequence_parallel") != std::string::npos);
+}
+
+TEST_CASE("A TP group across two nodes pays the NICs: slower than inside one node", "[step][tp_across_nodes]") {
+  // The same 16-GPU mesh, TP 8 inside a node (fsdp across) or spread over both nodes by fsdp placed inside it.
+  const StepResult inside = run(step(16, "llama3_8b", R"("fsdp": 2, "tp": 8)", R"("mesh_order": ["tp", "fsdp"])"));
+  const StepResult across = run(step(16, "llama3_8b", R"("fsdp": 2, "tp": 8)", R"("mesh_order": ["fsdp", "tp"])"));
+  CHECK(across.runs[0].exposed("tp") > 2 * inside.runs[0].exposed("tp"));
+  CHECK(across.runs[0].tokens_per_s_per_gpu < inside.runs[0].tokens_per_s_per_gpu);
+  // By default the NVLink-only variants are left out, with a note.
+  const Scenario s = parse_scenario(Json::parse(step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)", "", R"("baseline", "ring")")), "");
+  CHECK(s.variants == std::vector<std::string>{"baseline", "ring"});
+  std::string text = step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)");
+  const std::string listed = R"(,
+      "variants": ["baseline"])";
+  REQUIRE(text.find(listed) != std::string::npos);
+  text.erase(text.find(listed), listed.size());
+  const Scenario defaults = parse_scenario(Json::parse(text), "");
+  CHECK(std::find(defaults.variants.begin(), defaults.variants.end(), "async_tp") == defaults.variants.end());
+  CHECK(std::find(defaults.variants.begin(), defaults.variants.end(), "async_tp_nccl") != defaults.variants.end());
 }
