@@ -48,9 +48,17 @@ OpId Dag::add(int rank, int stream, std::string name, OpPayload payload) {
     throw SimulationLimit(fmt::format("the op graph would have more than {} ops: simulate fewer layers or GPUs", kMaxOps));
   Op op{std::move(name), rank, stream, std::move(payload)};
   if (const int g = rendezvous_group(op); g >= 0) {
-    // A rank outside the group would wait at a meeting its peers never come to.
-    if (g >= groups() || !member_[static_cast<std::size_t>(group_pg_[static_cast<std::size_t>(g)])][static_cast<std::size_t>(rank)])
-      throw std::logic_error(fmt::format("rank {} '{}': rendezvous {} is not among its process groups'", rank, op.name, g));
+    // A rank outside the group would wait at a meeting its peers never come to, and a
+    // send to one would have no receiver in the communicator.
+    if (g >= groups()) throw std::logic_error(fmt::format("rank {} '{}': rendezvous {} was never created", rank, op.name, g));
+    const std::vector<bool>& member = member_[static_cast<std::size_t>(group_pg_[static_cast<std::size_t>(g)])];
+    const auto outside = [&](int r) { return r < 0 || r >= ranks_ || !member[static_cast<std::size_t>(r)]; };
+    if (outside(rank)) throw std::logic_error(fmt::format("rank {} '{}': not a member of rendezvous {}'s process group", rank, op.name, g));
+    if (const auto* s = std::get_if<SendRecvOp>(&op.payload))
+      for (const Transfer& t : s->sends)
+        if (outside(t.peer)) throw std::logic_error(fmt::format("rank {} '{}': sends to rank {} outside its process group", rank, op.name, t.peer));
+    if (const auto* f = std::get_if<FusedRingGemmOp>(&op.payload); f && outside(f->send_to))
+      throw std::logic_error(fmt::format("rank {} '{}': sends to rank {} outside its process group", rank, op.name, f->send_to));
   }
   const OpId id = boost::add_vertex(std::move(op), *g_);
   auto& last = last_on_stream_[static_cast<std::size_t>(rank)];

@@ -53,7 +53,9 @@ TEST_CASE("A process group lists distinct ranks of its DAG, and only members mee
   const int g = dag.new_group(pair);
   CHECK(dag.process_group_id_of(g) == pair);
   CHECK_THROWS_AS(dag.add(1, 0, "outsider", BarrierOp{g}), std::logic_error);
-  CHECK(dag.size() == 0);  // the refused op left nothing behind
+  const int p2p = dag.new_group(pair);
+  CHECK_THROWS_AS(dag.add(0, 1, "send outside", SendRecvOp{{Transfer{3, 1e6}}, p2p}), std::logic_error);
+  CHECK(dag.size() == 0);  // the refused ops left nothing behind
   dag.add(0, 0, "member", BarrierOp{g});
   dag.add(2, 0, "member", BarrierOp{g});
   // Ranks 1 and 3 have nothing to do; the pair's barrier completes with its two members.
