@@ -48,7 +48,8 @@ Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSampl
   for (const auto& [id, us] : stand_ins) {
     if (id >= dag.size()) throw std::invalid_argument(fmt::format("stand-in op {} is not in the DAG", id));
     tl.ops[id].stand_in = true;
-    tl.ops[id].detail = fmt::format("stand-in: every SM held for the simulated {:.1f} us (not run on the GPU)", us);
+    tl.details.resize(dag.size());
+    tl.details[id] = fmt::format("stand-in: every SM held for the simulated {:.1f} us (not run on the GPU)", us);
   }
   const auto ranks = static_cast<std::size_t>(dag.ranks());
   tl.sm_count = sm_count;

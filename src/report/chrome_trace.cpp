@@ -39,7 +39,7 @@ int tid_of(const Op& op, const OpTiming& t) {
   return std::holds_alternative<CopyOp>(op.payload) ? kCopyEngineTid + std::max(0, t.engine) : op.stream + 1;
 }
 
-Json op_args(const Op& op, const OpTiming& t) {
+Json op_args(const Op& op, const OpTiming& t, const std::string& detail) {
   Json a{{"kind", std::string(op_kind_name(op))}, {"issued_us", trace_us(t.issued)}, {"ready_us", trace_us(t.ready)}};
   if (const auto* g = std::get_if<GemmOp>(&op.payload))
     a["shape"] = fmt::format("{}[{},{}]x[{},{}] {}", g->problem.batch > 1 ? fmt::format("{} x ", g->problem.batch) : "", g->problem.m,
@@ -47,7 +47,7 @@ Json op_args(const Op& op, const OpTiming& t) {
   if (const auto* c = std::get_if<CopyOp>(&op.payload)) a["route"] = fmt::format("GPU {} -> GPU {}", c->src_rank, c->dst_rank);
   if (op_flops(op) > 0) a["flops"] = op_flops(op);
   if (op_bytes(op) > 0) a["bytes"] = op_bytes(op);
-  if (!t.detail.empty()) a["detail"] = t.detail;
+  if (!detail.empty()) a["detail"] = detail;
   return a;
 }
 
@@ -111,7 +111,7 @@ void build_trace(const RunResult& r, const TraceOptions& options, const std::fun
       if (const int g = rendezvous_group(op); g >= 0) groups[static_cast<std::size_t>(g)].push_back(id);
       tb.event({{"ph", "X"}, {"pid", pid(op.rank)}, {"tid", tid_of(op, t)}, {"name", op.name},
                            {"cat", std::string(op_kind_name(op))}, {"ts", trace_us(t.start)}, {"dur", trace_us(t.end) - trace_us(t.start)},
-                           {"args", op_args(op, t)}});
+                           {"args", op_args(op, t, tl.detail(id))}});
     }
     // Cross-rank: the last rank to arrive releases everyone else.
     for (const auto& members : groups) {

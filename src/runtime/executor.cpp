@@ -24,6 +24,7 @@ Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
     : dag_(dag), hw_(hw), fabric_(sim_, Topology(hw.fabric, dag.ranks(), hw.memory.hbm_bytes_per_ps)), rendezvous_(dag),
       kernel_of_(dag.size(), -1), waiters_(dag.size()) {
   tl_.ops.resize(dag.size());
+  if (detailed) tl_.details.resize(dag.size());
   device_latency_ = dag.host_issue() == HostIssue::cuda_graph ? hw.launch.graph_device_latency : hw.launch.device_latency;
   tl_.detailed = detailed;
   for (int pg = 0; pg < dag.process_groups(); ++pg) ring_capacity_.push_back(ring_link_capacity(dag.process_group(pg)));

@@ -36,7 +36,7 @@ void Machine::launch_kernel(OpId id) {
 
 void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   const GemmPlan plan = plan_gemm(g.problem, hw_);
-  if (tl_.detailed) tl_.ops[id].detail = fmt::format("tile {}x{}x{}, split-k {}, {} blocks", plan.tile.m, plan.tile.n, plan.tile.k,
+  if (tl_.detailed) tl_.details[id] = fmt::format("tile {}x{}x{}, split-k {}, {} blocks", plan.tile.m, plan.tile.n, plan.tile.k,
                                    plan.split_k, plan.blocks);
   req.block = hw_.gemm.block;
   req.blocks = plan.blocks;
@@ -52,7 +52,7 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
 
 void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req) {
   const ElementwisePlan plan = plan_elementwise(e.bytes_read + e.bytes_written, hw_);
-  if (tl_.detailed) tl_.ops[id].detail = fmt::format("{} blocks", plan.blocks);
+  if (tl_.detailed) tl_.details[id] = fmt::format("{} blocks", plan.blocks);
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
@@ -61,7 +61,7 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
 
 void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
   const ElementwisePlan plan = plan_elementwise((r.inputs + 1) * r.out_bytes, hw_);
-  if (tl_.detailed) tl_.ops[id].detail = fmt::format("{} of {} partials, {} blocks", reduction_kernel_name(r.kernel), r.inputs, plan.blocks);
+  if (tl_.detailed) tl_.details[id] = fmt::format("{} of {} partials, {} blocks", reduction_kernel_name(r.kernel), r.inputs, plan.blocks);
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
@@ -70,7 +70,7 @@ void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
 
 void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req) {
   const AttentionPlan plan = plan_attention(a, hw_);
-  if (tl_.detailed) tl_.ops[id].detail = fmt::format("{} query tiles x heads", plan.blocks);
+  if (tl_.detailed) tl_.details[id] = fmt::format("{} query tiles x heads", plan.blocks);
   req.block = hw_.gemm.block;  // FA3 is a warp-specialized Hopper kernel like the GEMMs
   req.blocks = plan.blocks;
   req.draws_memory = true;
@@ -83,7 +83,7 @@ BlockResources Machine::nccl_block(const NcclProtocol& p) const {
 
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
   const RingPlan plan = plan_ring(c.kind, c.buffer_bytes, dag_.process_group_of(c.group).size(), hw_, ring_capacity_of(c.group));
-  if (tl_.detailed) tl_.ops[id].detail = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
+  if (tl_.detailed) tl_.details[id] = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
   req.block = nccl_block(*plan.protocol);
   // A kernel whose blocks must all be resident at once can use no more than fit.
   req.blocks = std::min<std::int64_t>(plan.channels, hw_.sm.count);
@@ -119,7 +119,7 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
   double largest = 0;
   for (const auto& t : s.sends) largest = std::max(largest, t.bytes);
   const NcclProtocol& proto = p2p_protocol(largest, s.group);
-  if (tl_.detailed) tl_.ops[id].detail = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
+  if (tl_.detailed) tl_.details[id] = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
   req.block = nccl_block(proto);
   req.blocks = std::min(hw_.nccl.p2p_channels, hw_.sm.count);
   req.held = true;
@@ -131,7 +131,7 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
 void Machine::fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req) {
   const GemmPlan plan = plan_gemm(f.step, hw_);
   const int grid = static_cast<int>(std::min<std::int64_t>(hw_.sm.count, plan.blocks));
-  if (tl_.detailed) tl_.ops[id].detail = fmt::format("persistent grid {}, tile {}x{}x{}, {} steps", grid, plan.tile.m, plan.tile.n,
+  if (tl_.detailed) tl_.details[id] = fmt::format("persistent grid {}, tile {}x{}x{}, {} steps", grid, plan.tile.m, plan.tile.n,
                                    plan.tile.k, f.steps);
   req.block = hw_.gemm.block;
   req.blocks = grid;

@@ -18,7 +18,6 @@ struct OpTiming {
   Tick end = -1;
   int engine = -1;    // copy engine index for copies
   bool stand_in = false;  // measured runs: an op the GPU did not run, held for its simulated time
-  std::string detail; // detailed only: tile and split for GEMMs, protocol and channels for NCCL
   bool finished() const { return end >= 0; }
 };
 
@@ -31,6 +30,13 @@ struct Timeline {
   bool detailed = false;      // samples and op details kept (for a trace)
   bool activity_recorded = true;  // busy SMs and egress bytes known (simulated), not only op times (measured)
   std::vector<OpTiming> ops;  // indexed by OpId
+  // Per op, only when detailed or measured (empty otherwise, so a plain run does not
+  // carry a string per op): tile and split for GEMMs, protocol and channels for NCCL.
+  std::vector<std::string> details;
+  const std::string& detail(std::size_t id) const {
+    static const std::string none;
+    return id < details.size() ? details[id] : none;
+  }
   std::vector<double> busy_sm_time;               // per rank: integral of busy SMs over time (SM x ps)
   std::vector<std::vector<Sample>> busy_sms;      // per rank, detailed only: (time, busy SMs)
   std::vector<std::vector<Sample>> egress_rate;   // per rank, detailed only: (time, egress bytes/ps)
