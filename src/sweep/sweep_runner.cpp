@@ -128,8 +128,16 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& o, std::ostrea
         throw InputError("a sweep cannot mix training steps with other workloads (their results have different columns)");
       check_op_budget(s);
       if (rows_per_point == 0) rows_per_point = s.variants.size();
-      if (s.variants.size() != rows_per_point)
-        throw InputError("its variant list differs in length from the first point's; sweep variants as lists of one length");
+      if (s.variants.size() != rows_per_point) {
+        // Defaults differ where a point leaves variants out (NVLink-only ones across nodes,
+        // all but baseline without sequence parallelism): its notes say which.
+        std::string why;
+        for (const std::string& note : s.notes)
+          if (note.starts_with("left out")) why = fmt::format(" ({})", note);
+        throw InputError(fmt::format("its variant list ({}) differs in length from the first point's{}; list \"variants\" that every "
+                                     "point runs, or sweep variants as lists of one length",
+                                     fmt::join(s.variants, ", "), why));
+      }
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: {}", describe_point(spec, p), e.what()));
     } catch (const SimulationLimit& e) {

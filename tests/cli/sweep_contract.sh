@@ -124,6 +124,8 @@ bad "unknown axis field" 'unknown scenario field "workload.kk" (did you mean "wo
 bad "empty range" 'empty range' "{$base, \"axes\": {\"workload.m\": {\"from\": 9, \"to\": 1, \"step\": 1}}}"
 bad "exploding range" 'more than the 1000000 points' "{$base, \"axes\": {\"workload.m\": {\"from\": 1, \"to\": 99999999999, \"step\": 1}}}"
 bad "a bad point" 'point 1 (gpus=3): $.workload.m: 16384 rows do not divide evenly over 3 GPUs' "{$base, \"axes\": {\"gpus\": [2, 3]}}"
+two='"base": {"hardware": "h100_sxm_2node", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 16384, "k": 8192, "n": 3584}}'
+bad "default variants that differ across the node boundary" 'point 1 (gpus=16): its variant list (baseline, async_tp_nccl, ring, ring_bidirectional) differs in length from the first point'"'"'s (left out async_tp' "{$two, \"axes\": {\"gpus\": [8, 16]}}"
 layer='"base": {"hardware": "h100_sxm_2node", "gpus": 64, "dtype": "bf16", "variants": ["async_tp_nccl"], "workload": {"op": "transformer_layer", "model": "llama3_405b", "tokens": 65536, "seq_len": 8192, "pass": "forward_backward", "layers": 1}}'
 bad "the op-count bound, before any point runs" 'bad.json: point 2 (workload.layers=1000): the op graph would have about' "{$layer, \"axes\": {\"workload.layers\": [1, 2, 1000]}}"
 "$tpsim" sweep sweep.json --shard 2/2 -o x.csv > /dev/null 2> err; rc=$?
