@@ -50,6 +50,8 @@ Workload parse_allgather_matmul(const ObjectReader& w, int gpus) { return parse_
 Workload parse_matmul_reducescatter(const ObjectReader& w, int gpus) { return parse_region(w, gpus, false); }
 // Every rank ends with the whole output: nothing is split by rows.
 Workload parse_matmul_allreduce(const ObjectReader& w, int) { return parse_gemm_dims(w, false); }
+// Each rank's m rows go out in G equal shares.
+Workload parse_alltoall_matmul(const ObjectReader& w, int gpus) { return parse_region(w, gpus, false); }
 
 Workload parse_layers(const ObjectReader& w, int gpus) {
   Workload wl;
@@ -97,6 +99,7 @@ std::vector<std::string> baseline_only(const Workload&) { return {"baseline"}; }
 std::vector<std::string> gather_variants(const Workload&) { return tp_variants(RegionKind::gather); }
 std::vector<std::string> scatter_variants(const Workload&) { return tp_variants(RegionKind::scatter); }
 std::vector<std::string> all_reduce_variants(const Workload&) { return tp_variants(RegionKind::all_reduce); }
+std::vector<std::string> all_to_all_variants(const Workload&) { return tp_variants(RegionKind::all_to_all); }
 // Layers: without sequence parallelism every TP region is an all-reduce.
 std::vector<std::string> layer_variants(const Workload& w) {
   return tp_variants(w.sequence_parallel ? RegionKind::gather : RegionKind::all_reduce);
@@ -109,6 +112,7 @@ Dag build_matmul(const Scenario& s, const std::string&) { return build_matmul_da
 Dag build_gather(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::gather); }
 Dag build_scatter(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::scatter); }
 Dag build_all_reduce(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::all_reduce); }
+Dag build_all_to_all(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::all_to_all); }
 
 // A TP group across nodes keeps only the variants that reach peers through NCCL: one that
 // maps peers' memory over NVLink is refused when listed, left out with a note by default.
@@ -170,6 +174,9 @@ const std::vector<WorkloadKind>& workload_kinds() {
       {"matmul_allreduce", "a GEMM's partial output (k is each GPU's contraction shard), all-reduced: TP without sequence parallelism",
        kGemmKeys, 2, kMaxGpus, false, true, parse_matmul_allreduce, all_reduce_variants, build_all_reduce, nullptr,
        check_tp_group_hardware},
+      {"alltoall_matmul", "expert parallelism: each GPU's m rows all-to-all to the GPU of their expert (uniform routing, one expert per "
+       "GPU), the expert's GEMM [m, k] x [k, n], and the products all-to-all back", kGemmKeys, 2, kMaxGpus, false, false,
+       parse_alltoall_matmul, all_to_all_variants, build_all_to_all, nullptr, check_tp_group_hardware},
       {"transformer_layer", "Llama decoder layers under TP (with SP unless sequence_parallel is false): attention and FFN, forward and/or backward", kLayerKeys, 2, kMaxGpus,
        false, false, parse_layers, layer_variants, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
       {"ffn", "the FFN half of decoder layers under TP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers, layer_variants,

@@ -37,6 +37,27 @@ namespace tpsim::strategy {
 
 // One rank: nothing to gather or scatter, the GEMMs run whole.
 void gather_local(Dag& dag, const Region& r) { add_gemms(dag, r, dag.process_group(r.pg).rank(0), kCompute, true, r.name + ".matmul"); }
+// NCCL's all-to-all is grouped send/recv: every rank sends 1/G of its rows to each
+// peer at once (its own share stays), the expert GEMM runs on the rows that arrived,
+// and the products go back the same way.
+void all_to_all_baseline(Dag& dag, const Region& r) {
+  const ProcessGroup pg = dag.process_group(r.pg);
+  const int dispatch = dag.new_group(r.pg), combine = dag.new_group(r.pg);
+  const RegionGemm& g = r.gemms.front();
+  const double out_bytes = static_cast<double>(g.whole.m) * static_cast<double>(g.whole.n) * dtype_bytes(r.dtype);
+  const auto to_every_peer = [&](int rank, double bytes) {
+    std::vector<Transfer> sends;
+    for (int peer : pg.ranks)
+      if (peer != rank) sends.push_back({peer, bytes / pg.size()});
+    return sends;
+  };
+  for (int rank : pg.ranks) {
+    dag.add(rank, kCompute, r.name + ".dispatch", SendRecvOp{to_every_peer(rank, r.bytes), dispatch});
+    add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
+    dag.add(rank, kCompute, r.name + ".combine", SendRecvOp{to_every_peer(rank, out_bytes), combine});
+  }
+}
+
 void gather_replicated(Dag& dag, const Region& r) {
   for (int rank : dag.process_group(r.pg).ranks) add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
 }

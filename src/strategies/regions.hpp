@@ -7,6 +7,9 @@
 //  - An all-reduce region computes partial outputs with GEMMs and sums them on
 //    every rank (tensor parallelism without sequence parallelism: each rank ends
 //    with the whole output, `bytes`).
+//  - An all-to-all region sends each rank's rows (`bytes` in all) evenly to every
+//    rank of the group, multiplies what arrived by the rank's own weight (an expert),
+//    and sends the products back where their rows came from.
 // Every GEMM is given twice: whole (what the baseline runs after / before the
 // collective) and per shard (what a decomposition runs on one rank's piece).
 // A variant is a pair of builders that append a region's ops for every rank of its
@@ -34,7 +37,7 @@ struct Region {
   int pg = Dag::kWorld;  // the DAG's process group that runs it (the TP group), in ring order
   Dtype dtype = Dtype::bf16;
   double bytes = 0;   // gather: one rank's shard of the input; scatter: one rank's chunk of the output;
-                      // all-reduce: the whole output every rank sums
+                      // all-reduce: the whole output every rank sums; all-to-all: one rank's input rows
   std::vector<RegionGemm> gemms;
   ReductionKernel reduction = ReductionKernel::aten_sum;  // what a decomposed reduce-scatter ends with
 };
@@ -45,6 +48,7 @@ struct VariantBuilders {
   RegionBuilder gather;
   RegionBuilder scatter;     // nullptr: the variant has no reduce-scatter form
   RegionBuilder all_reduce;  // nullptr: the variant has no all-reduce form
+  RegionBuilder all_to_all;  // nullptr: the variant has no all-to-all form
 };
 
 // The compute and communication streams every builder uses.
@@ -60,6 +64,7 @@ void add_gemms(Dag& dag, const Region& region, int rank, int stream, bool whole,
 void gather_baseline(Dag& dag, const Region& r);
 void scatter_baseline(Dag& dag, const Region& r);
 void all_reduce_baseline(Dag& dag, const Region& r);
+void all_to_all_baseline(Dag& dag, const Region& r);
 void gather_async_tp(Dag& dag, const Region& r);
 void scatter_async_tp(Dag& dag, const Region& r);
 void gather_async_tp_single_stream(Dag& dag, const Region& r);

@@ -25,13 +25,13 @@ struct Variant {
 
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> table = {
-      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline}, false},
-      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr}, true},
-      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr}, true},
-      {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr}, false},
-      {"ring", {gather_ring, scatter_ring, nullptr}, false},
-      {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr}, false},
-      {"fused", {gather_fused, nullptr, nullptr}, true},
+      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline, all_to_all_baseline}, false},
+      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr}, true},
+      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr}, true},
+      {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr, nullptr}, false},
+      {"ring", {gather_ring, scatter_ring, nullptr, nullptr}, false},
+      {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr, nullptr}, false},
+      {"fused", {gather_fused, nullptr, nullptr, nullptr}, true},
   };
   return table;
 }
@@ -47,15 +47,23 @@ RegionBuilder builder_for(const Variant& v, RegionKind kind) {
     case RegionKind::gather: return v.builders.gather;
     case RegionKind::scatter: return v.builders.scatter;
     case RegionKind::all_reduce: return v.builders.all_reduce;
+    case RegionKind::all_to_all: return v.builders.all_to_all;
   }
   return nullptr;
 }
 
 Region single_region(const Scenario& s, RegionKind kind, int pg, int group_size) {
-  static constexpr const char* kNames[] = {"ag_mm", "mm_rs", "mm_ar"};
+  static constexpr const char* kNames[] = {"ag_mm", "mm_rs", "mm_ar", "a2a_mm"};
   const Workload& w = s.workload;
   Region r{kNames[static_cast<int>(kind)], pg, s.dtype, 0, {}, s.software.symm_mem_reduction};
   const double e = dtype_bytes(s.dtype);
+  if (kind == RegionKind::all_to_all) {
+    // Uniform routing, one expert per rank: a rank sends m/G rows to each rank and
+    // receives m/G from each, so its expert multiplies m rows.
+    r.bytes = static_cast<double>(w.m) * static_cast<double>(w.k) * e;
+    for (std::int64_t n : w.n) r.gemms.push_back({{w.m, n, w.k}, {w.m / group_size, n, w.k}});
+    return r;
+  }
   if (kind == RegionKind::all_reduce) {
     // Every rank multiplies its contraction shard whole and sums the [m, n] partials.
     r.bytes = static_cast<double>(w.m) * static_cast<double>(w.n_total()) * e;
@@ -102,15 +110,15 @@ void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant)
   if (!v) throw std::logic_error("no strategy " + variant);
   if (dag.process_group(pg).size() == 1) {
     // One rank (a training step without TP): the layer's GEMMs whole, no collective to overlap.
-    build_layers(dag, s, VariantBuilders{gather_local, scatter_local, nullptr}, pg);
+    build_layers(dag, s, VariantBuilders{gather_local, scatter_local, nullptr, nullptr}, pg);
   } else if (!s.workload.sequence_parallel) {
     // Without sequence parallelism the input of a column-parallel GEMM (and the output
     // gradient of a row-parallel one) is already whole on every rank, and what sequence
     // parallelism reduce-scatters is all-reduced.
     if (!v->builders.all_reduce) throw std::logic_error(variant + " has no all-reduce form");
-    build_layers(dag, s, VariantBuilders{gather_replicated, v->builders.all_reduce, nullptr}, pg);
+    build_layers(dag, s, VariantBuilders{gather_replicated, v->builders.all_reduce, nullptr, nullptr}, pg);
   } else {
-    build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline, nullptr}, pg);
+    build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline, nullptr, nullptr}, pg);
   }
 }
 

@@ -13,7 +13,8 @@ namespace {
 
 // The smallest workload object each kind accepts, as a user would write it.
 std::string sample_workload(std::string_view kind) {
-  if (kind == "matmul" || kind == "allgather_matmul" || kind == "matmul_reducescatter" || kind == "matmul_allreduce")
+  if (kind == "matmul" || kind == "allgather_matmul" || kind == "matmul_reducescatter" || kind == "matmul_allreduce" ||
+      kind == "alltoall_matmul")
     return fmt::format(R"({{"op": "{}", "m": 1024, "k": 512, "n": 256}})", kind);
   if (kind == "training_step")
     return R"({"op": "training_step", "model": "llama3_8b", "seq_len": 4096, "local_batch": 1, "mesh": {"fsdp": 2, "tp": 4}})";

@@ -10,9 +10,10 @@
 
 namespace tpsim {
 
-// A TP region: all-gather -> matmul, matmul -> reduce-scatter, or matmul -> all-reduce
-// (tensor parallelism without sequence parallelism).
-enum class RegionKind { gather, scatter, all_reduce };
+// A region: all-gather -> matmul, matmul -> reduce-scatter, matmul -> all-reduce (tensor
+// parallelism without sequence parallelism), or all-to-all -> matmul -> all-to-all (expert
+// parallelism: tokens to the GPU of their expert and back).
+enum class RegionKind { gather, scatter, all_reduce, all_to_all };
 
 // The TP variants that have a form for `kind`, in table order.
 std::vector<std::string> tp_variants(RegionKind kind);
