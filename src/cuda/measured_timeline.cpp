@@ -45,10 +45,10 @@ Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSampl
     t.end = std::max(t.start, ms_to_tick(median(ends)));  // medians taken apart can cross on a zero-length op
     t.issued = t.ready = t.launched = t.start;  // the host's enqueue time is not measured
   }
+  if (!stand_ins.empty()) tl.details.resize(dag.size());
   for (const auto& [id, us] : stand_ins) {
     if (id >= dag.size()) throw std::invalid_argument(fmt::format("stand-in op {} is not in the DAG", id));
     tl.ops[id].stand_in = true;
-    tl.details.resize(dag.size());
     tl.details[id] = fmt::format("stand-in: every SM held for the simulated {:.1f} us (not run on the GPU)", us);
   }
   const auto ranks = static_cast<std::size_t>(dag.ranks());

@@ -86,7 +86,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
       const std::string path = fmt::format("$.variants[{}]", i);
       const std::string v = as_string(vs[i], path);
       if (!supports(s, v)) {
-        const bool no_sp = !(is_training_step(s.workload) ? s.workload.step.sequence_parallel : s.workload.sequence_parallel);
+        const bool no_sp = !s.workload.sequence_parallel;
         std::string msg = fmt::format("variant \"{}\" is not available for {}{}", v, s.workload.op,
                                       no_sp ? " without sequence parallelism (its TP regions are all-reduces)" : "");
         if (auto sug = closest_match(v, known)) msg += fmt::format(" (did you mean \"{}\"?)", *sug);

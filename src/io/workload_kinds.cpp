@@ -92,6 +92,7 @@ Workload parse_layers(const ObjectReader& w, int gpus) {
 Workload parse_step(const ObjectReader& w, int gpus) {
   Workload wl;
   wl.step = parse_training_step(w, gpus);
+  wl.sequence_parallel = wl.step.sequence_parallel;  // the TP group's layers (variants, messages)
   return wl;
 }
 
@@ -103,9 +104,6 @@ std::vector<std::string> all_to_all_variants(const Workload&) { return tp_varian
 // Layers: without sequence parallelism every TP region is an all-reduce.
 std::vector<std::string> layer_variants(const Workload& w) {
   return tp_variants(w.sequence_parallel ? RegionKind::gather : RegionKind::all_reduce);
-}
-std::vector<std::string> step_variants(const Workload& w) {
-  return tp_variants(w.step.sequence_parallel ? RegionKind::gather : RegionKind::all_reduce);
 }
 
 Dag build_matmul(const Scenario& s, const std::string&) { return build_matmul_dag(s); }
@@ -184,7 +182,7 @@ const std::vector<WorkloadKind>& workload_kinds() {
       {"attention", "the attention half of decoder layers under TP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers,
        layer_variants, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
       {"training_step", "a whole training step on a device mesh (dp, fsdp, tp, pp, cp, ep); variants pick the TP strategy",
-       training_step_keys(), 1, kMaxClusterGpus, true, false, parse_step, step_variants, nullptr, nullptr, check_step_hardware},
+       training_step_keys(), 1, kMaxClusterGpus, true, false, parse_step, layer_variants, nullptr, nullptr, check_step_hardware},
   };
   return table;
 }

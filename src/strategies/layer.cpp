@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "layer.hpp"
+#include "tpsim/strategies/registry.hpp"
 #include "tpsim/core/invariant.hpp"
 
 namespace tpsim::strategy {
@@ -143,19 +144,12 @@ double layer_op_estimate(const Scenario& s) {
   return static_cast<double>(s.gpus) * w.layers * (regions * (8.0 * s.gpus + 16) + 10);
 }
 
-void check_layer_op_budget(const Scenario& s) {
-  const double estimate = layer_op_estimate(s);
-  if (estimate > static_cast<double>(Dag::kMaxOps))
-    throw SimulationLimit(fmt::format("the op graph would have about {:.0f} ops, more than {}: simulate fewer layers or GPUs",
-                                      estimate, Dag::kMaxOps));
-}
-
 void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant, int pg) {
   const auto& w = s.workload;
   const bool attn = w.op != "ffn", ffn = w.op != "attention";
   const bool fwd = w.pass != Pass::backward, bwd = w.pass != Pass::forward;
   const auto prefix = [&](int l) { return w.layers > 1 ? fmt::format("layer{}.", l) : std::string(); };
-  check_layer_op_budget(s);  // refuse before allocating
+  tpsim::check_layer_op_budget(s);  // refuse before allocating
   dag.reserve(static_cast<std::size_t>(layer_op_estimate(s)));
   if (fwd)
     for (int l = 0; l < w.layers; ++l) {
@@ -172,3 +166,14 @@ void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant, i
 }
 
 }  // namespace tpsim::strategy
+
+namespace tpsim {
+
+void check_layer_op_budget(const Scenario& s) {
+  const double estimate = strategy::layer_op_estimate(s);
+  if (estimate > static_cast<double>(Dag::kMaxOps))
+    throw SimulationLimit(fmt::format("the op graph would have about {:.0f} ops, more than {}: simulate fewer layers or GPUs",
+                                      estimate, Dag::kMaxOps));
+}
+
+}  // namespace tpsim

@@ -9,7 +9,5 @@ namespace tpsim::strategy {
 
 // On the DAG's process group `pg` (the TP group: it shards the layer and runs its regions).
 void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant, int pg = Dag::kWorld);
-// An upper estimate of build_layers' op count; refused past Dag::kMaxOps.
-void check_layer_op_budget(const Scenario& s);
 
 }  // namespace tpsim::strategy

@@ -136,6 +136,4 @@ Dag build_layer_dag(const Scenario& s, const std::string& variant) {
   return dag;
 }
 
-void check_layer_op_budget(const Scenario& s) { strategy::check_layer_op_budget(s); }
-
 }  // namespace tpsim
