@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace tpsim {
 
@@ -10,6 +11,13 @@ namespace {
 double ring_bytes_per_rank(CollectiveKind kind, double buffer_bytes, int ranks) {
   return buffer_bytes * ring_steps(kind, ranks) / ranks;
 }
+
+// Each port carries (n+1)/n of the buffer each way (see CollectivePlan).
+double nvls_bytes_per_rank(double buffer_bytes, int ranks) { return buffer_bytes * (ranks + 1) / ranks; }
+
+// NCCL's NVLS bus bandwidth: the hardware's efficiency, less one channel's share
+// (src/graph/tuning.cc: bwIntra * nvlsEfficiency * (nChannels - 1) / nChannels).
+double nvls_efficiency(const NvlsSpec& n) { return n.efficiency * (n.channels - 1) / n.channels; }
 }  // namespace
 
 Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer_bytes, int ranks, double link_bytes_per_ps) {
@@ -17,8 +25,8 @@ Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer
          duration_for(ring_bytes_per_rank(kind, buffer_bytes, ranks), link_bytes_per_ps * proto.bandwidth_efficiency);
 }
 
-RingPlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps) {
-  RingPlan plan;
+CollectivePlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps) {
+  CollectivePlan plan;
   Tick best = kTickMax;
   for (const NcclProtocol& proto : hw.nccl.protocols) {
     const Tick t = ring_estimate(proto, kind, buffer_bytes, ranks, link_bytes_per_ps);
@@ -31,7 +39,43 @@ RingPlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const Ha
                                               static_cast<double>(hw.nccl.max_channels)));
   plan.latency = hw.nccl.ring_startup + p.base_latency + ring_steps(kind, ranks) * p.step_latency;
   plan.bytes_per_rank = ring_bytes_per_rank(kind, buffer_bytes, ranks);
+  plan.threads = p.threads;
+  plan.efficiency = p.bandwidth_efficiency;
   return plan;
+}
+
+bool nvls_applies(CollectiveKind kind, int ranks, bool one_node, const HardwareSpec& hw) {
+  return kind == CollectiveKind::all_reduce && one_node && ranks >= 2 && hw.nccl.nvls.present();
+}
+
+Tick nvls_estimate(double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps) {
+  const NvlsSpec& n = hw.nccl.nvls;
+  return n.latency + duration_for(nvls_bytes_per_rank(buffer_bytes, ranks), link_bytes_per_ps * nvls_efficiency(n));
+}
+
+CollectivePlan plan_nvls(double buffer_bytes, int ranks, const HardwareSpec& hw) {
+  const NvlsSpec& n = hw.nccl.nvls;
+  CollectivePlan plan;
+  plan.algorithm = NcclAlgorithm::nvls;
+  for (const NcclProtocol& p : hw.nccl.protocols)
+    if (p.name == "Simple") plan.protocol = &p;
+  if (!plan.protocol) throw std::logic_error("NVLS without NCCL's Simple protocol (the hardware loader requires it)");
+  // NCCL runs NVLS on all its NVLS channels whatever the size (src/enqueue.cc).
+  plan.channels = n.channels;
+  plan.threads = n.threads;
+  plan.latency = hw.nccl.ring_startup + n.latency;
+  plan.bytes_per_rank = nvls_bytes_per_rank(buffer_bytes, ranks);
+  plan.efficiency = nvls_efficiency(n);
+  return plan;
+}
+
+CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,
+                               double link_bytes_per_ps) {
+  CollectivePlan ring = plan_ring(kind, buffer_bytes, ranks, hw, link_bytes_per_ps);
+  if (!nvls_applies(kind, ranks, one_node, hw)) return ring;
+  const Tick ring_t = ring_estimate(*ring.protocol, kind, buffer_bytes, ranks, link_bytes_per_ps);
+  if (nvls_estimate(buffer_bytes, ranks, hw, link_bytes_per_ps) < ring_t) return plan_nvls(buffer_bytes, ranks, hw);
+  return ring;
 }
 
 }  // namespace tpsim

@@ -124,6 +124,21 @@ NcclProtocol parse_protocol(const std::string& name, const ObjectReader& r) {
   return p;
 }
 
+NvlsSpec parse_nvls(const ObjectReader& r, const FabricSpec& fabric) {
+  const Quantities q(r);
+  NvlsSpec n;
+  n.channels = q.count("channels", 1024);
+  // NCCL's tuning model needs two channels for NVLS (src/graph/tuning.cc).
+  if (n.channels < 2) fail_at(r.child_path("channels") + ".value", "NVLS needs at least 2 channels");
+  n.threads = q.count("threads_per_block");
+  n.efficiency = q.get("efficiency", "fraction");
+  n.latency = q.time("latency");
+  // The reduction happens in the NVSwitch: a model derived from an NVSwitch part that
+  // joins its GPUs otherwise (bridged pairs, a ring of links) has no NVLS.
+  if (fabric.topology != "switch" && fabric.topology != "multi_node") return {};
+  return n;
+}
+
 LinkSpec parse_link(const ObjectReader& parent, const std::string& key) {
   const ObjectReader r = parent.object(key, {"bandwidth_per_direction", "efficiency", "latency"});
   const Quantities q(r);
@@ -266,7 +281,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   hw.fabric = parse_fabric(root.object("fabric", {"topology", "nvlink", "pcie", "nic", "gpus_per_node"}));
 
-  const ObjectReader nccl = root.object("nccl", {"max_channels", "p2p_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols"});
+  const ObjectReader nccl = root.object("nccl", {"max_channels", "p2p_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols", "nvls"});
   const Quantities nq(nccl);
   hw.nccl.max_channels = nq.count("max_channels", 1024);
   hw.nccl.p2p_channels = nq.count("p2p_channels", 1024);
@@ -278,6 +293,10 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (protos.has(name))
       hw.nccl.protocols.push_back(parse_protocol(name, protos.object(name, {"base_latency", "step_latency", "bandwidth_efficiency", "threads_per_block", "channel_threshold"})));
   if (hw.nccl.protocols.empty()) fail_at(protos.path(), "needs at least one protocol");
+  if (nccl.has("nvls")) {
+    hw.nccl.nvls = parse_nvls(nccl.object("nvls", {"channels", "threads_per_block", "efficiency", "latency"}), hw.fabric);
+    if (!protos.has("Simple")) fail_at(nccl.child_path("nvls"), "NVLS runs NCCL's Simple protocol: nccl.protocols needs \"Simple\"");
+  }
 
   if (root.has("cluster"))
     hw.cluster = parse_cluster(root.object("cluster", {"nic", "nodes_per_leaf", "oversubscription", "tree_bandwidth_ratio", "nccl_net_latency"}),
@@ -317,6 +336,8 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   check_fits(hw.elementwise.block, "$.elementwise");
   for (const auto& p : hw.nccl.protocols)
     check_fits({p.threads, p.threads * hw.nccl.registers_per_thread, hw.nccl.shared_bytes, 1}, "$.nccl.protocols." + p.name);
+  if (hw.nccl.nvls.present())
+    check_fits({hw.nccl.nvls.threads, hw.nccl.nvls.threads * hw.nccl.registers_per_thread, hw.nccl.shared_bytes, 1}, "$.nccl.nvls");
   return hw;
 }
 

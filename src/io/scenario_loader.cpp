@@ -25,6 +25,7 @@ SoftwareChoices parse_software(const ObjectReader& r) {
     if (!issue) fail_at(r.child_path("op_issue"), fmt::format("unknown op issue \"{}\" (compiled, eager or cuda_graph)", how));
     sw.op_issue = *issue;
   }
+  sw.nccl_nvls = r.optional_bool("nccl_nvls").value_or(true);
   return sw;
 }
 
@@ -100,10 +101,11 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   } else {
     s.variants = workload_kind(s.workload).variants(s.workload);
   }
-  if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue"}));
+  if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));
+  if (!s.software.nccl_nvls) s.hardware.nccl.nvls = {};
   s.notes = workload_kind(s.workload).check_hardware(s, root.has("variants"));
   return s;
 }

@@ -27,7 +27,8 @@ Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
   if (detailed) tl_.details.resize(dag.size());
   device_latency_ = dag.host_issue() == HostIssue::cuda_graph ? hw.launch.graph_device_latency : hw.launch.device_latency;
   tl_.detailed = detailed;
-  for (int pg = 0; pg < dag.process_groups(); ++pg) ring_capacity_.push_back(ring_link_capacity(dag.process_group(pg)));
+  for (int pg = 0; pg < dag.process_groups(); ++pg)
+    group_fabric_.push_back({ring_link_capacity(dag.process_group(pg)), in_one_node(dag.process_group(pg))});
   tl_.busy_sm_time.assign(static_cast<std::size_t>(dag.ranks()), 0.0);
   tl_.busy_sms.resize(static_cast<std::size_t>(dag.ranks()));
   tl_.egress_rate.resize(static_cast<std::size_t>(dag.ranks()));

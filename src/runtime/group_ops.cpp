@@ -20,11 +20,16 @@ void Machine::move_all(std::vector<std::pair<std::pair<int, int>, double>> trans
   }
 }
 
+void Machine::run_collective(const std::vector<OpId>& members, const CollectivePlan& plan) {
+  if (plan.algorithm == NcclAlgorithm::nvls) run_nvls(members, plan);
+  else run_ring(members, plan);
+}
+
 // Every rank sends (n-1)/n of the buffer to its ring successor, pipelined over
 // the channels; the kernels finish together when the last chunk lands. Between
 // nodes NCCL runs one ring per rail, so a node-crossing hop's bytes are spread
 // over every GPU's NIC (GPU j of one node to GPU j of the next).
-void Machine::run_ring(const std::vector<OpId>& members, const RingPlan& plan) {
+void Machine::run_ring(const std::vector<OpId>& members, const CollectivePlan& plan) {
   sim_.schedule_after(plan.latency, [this, members, plan] {
     std::vector<std::pair<std::pair<int, int>, double>> transfers;
     const std::size_t n = members.size();
@@ -39,7 +44,25 @@ void Machine::run_ring(const std::vector<OpId>& members, const RingPlan& plan) {
       for (int j = 0; j < per; ++j)
         transfers.push_back({{topo.node_of(src) * per + j, topo.node_of(dst) * per + j}, plan.bytes_per_rank / per});
     }
-    move_all(std::move(transfers), plan.protocol->bandwidth_efficiency, [this, members] { release_all(members); });
+    move_all(std::move(transfers), plan.efficiency, [this, members] { release_all(members); });
+  });
+}
+
+// NVLS inside one NVSwitch: the switch reads every rank's slices to reduce them and
+// multicasts each reduced slice to all, so each port carries (n+1)/n of the buffer
+// each way. Fabric flows are point to point; spreading each port's bytes evenly over
+// the other ranks loads every port in and out by exactly that much, and the payload
+// cap, a port's, is split over its n-1 flows the same way.
+void Machine::run_nvls(const std::vector<OpId>& members, const CollectivePlan& plan) {
+  sim_.schedule_after(plan.latency, [this, members, plan] {
+    std::vector<std::pair<std::pair<int, int>, double>> transfers;
+    const std::size_t n = members.size();
+    if (n < 2) return release_all(members);
+    const double peers = static_cast<double>(n - 1);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        if (i != j) transfers.push_back({{dag_.op(members[i]).rank, dag_.op(members[j]).rank}, plan.bytes_per_rank / peers});
+    move_all(std::move(transfers), plan.efficiency / peers, [this, members] { release_all(members); });
   });
 }
 

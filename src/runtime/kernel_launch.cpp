@@ -77,19 +77,22 @@ void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req
   req.block_work = [work = attention_block_work(plan, hw_)] { return work; };
 }
 
-BlockResources Machine::nccl_block(const NcclProtocol& p) const {
-  return BlockResources{p.threads, p.threads * hw_.nccl.registers_per_thread, hw_.nccl.shared_bytes, 1};
+BlockResources Machine::nccl_block(int threads) const {
+  return BlockResources{threads, threads * hw_.nccl.registers_per_thread, hw_.nccl.shared_bytes, 1};
 }
 
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
-  const RingPlan plan = plan_ring(c.kind, c.buffer_bytes, dag_.process_group_of(c.group).size(), hw_, ring_capacity_of(c.group));
-  if (tl_.detailed) tl_.details[id] = fmt::format("ring {}, {} channels", plan.protocol->name, plan.channels);
-  req.block = nccl_block(*plan.protocol);
+  const GroupFabric& gf = fabric_of(c.group);
+  const CollectivePlan plan =
+      plan_collective(c.kind, c.buffer_bytes, dag_.process_group_of(c.group).size(), gf.one_node, hw_, gf.ring_capacity);
+  if (tl_.detailed)
+    tl_.details[id] = fmt::format("{} {}, {} channels", nccl_algorithm_name(plan.algorithm), plan.protocol->name, plan.channels);
+  req.block = nccl_block(plan.threads);
   // A kernel whose blocks must all be resident at once can use no more than fit.
   req.blocks = std::min<std::int64_t>(plan.channels, hw_.sm.count);
   req.held = true;
   req.on_resident = [this, group = c.group, plan] {
-    rendezvous_.arrive(group, [this, plan](const std::vector<OpId>& members) { run_ring(members, plan); });
+    rendezvous_.arrive(group, [this, plan](const std::vector<OpId>& members) { run_collective(members, plan); });
   };
 }
 
@@ -120,7 +123,7 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
   for (const auto& t : s.sends) largest = std::max(largest, t.bytes);
   const NcclProtocol& proto = p2p_protocol(largest, s.group);
   if (tl_.detailed) tl_.details[id] = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
-  req.block = nccl_block(proto);
+  req.block = nccl_block(proto.threads);
   req.blocks = std::min(hw_.nccl.p2p_channels, hw_.sm.count);
   req.held = true;
   req.on_resident = [this, group = s.group, &proto] {
@@ -155,6 +158,13 @@ double Machine::ring_link_capacity(const ProcessGroup& pg) const {
     c = std::min(c, rails * topo.route_capacity(r, next));
   }
   return c;
+}
+
+bool Machine::in_one_node(const ProcessGroup& pg) const {
+  const Topology& topo = fabric_.topology();
+  for (int i = 1; i < pg.size(); ++i)
+    if (topo.node_of(pg.rank(i)) != topo.node_of(pg.rank(0))) return false;
+  return true;
 }
 
 }  // namespace tpsim::runtime_detail

@@ -64,15 +64,22 @@ class Machine {
   void sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req);
   void fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req);
   void attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req);
-  BlockResources nccl_block(const NcclProtocol& p) const;
+  BlockResources nccl_block(int threads) const;
   const NcclProtocol& p2p_protocol(double bytes, int group) const;
   double ring_link_capacity(const ProcessGroup& pg) const;
-  double ring_capacity_of(int group) const {
-    return ring_capacity_[static_cast<std::size_t>(dag_.process_group_id_of(group))];
-  }
+  bool in_one_node(const ProcessGroup& pg) const;
+  // Per process group, constant for a run: the ring's narrowest hop, whether one NVSwitch holds it.
+  struct GroupFabric {
+    double ring_capacity = 0;
+    bool one_node = false;
+  };
+  const GroupFabric& fabric_of(int group) const { return group_fabric_[static_cast<std::size_t>(dag_.process_group_id_of(group))]; }
+  double ring_capacity_of(int group) const { return fabric_of(group).ring_capacity; }
 
   // group_ops.cpp
-  void run_ring(const std::vector<OpId>& members, const RingPlan& plan);
+  void run_collective(const std::vector<OpId>& members, const CollectivePlan& plan);
+  void run_ring(const std::vector<OpId>& members, const CollectivePlan& plan);
+  void run_nvls(const std::vector<OpId>& members, const CollectivePlan& plan);
   void run_sendrecv(const std::vector<OpId>& members, const NcclProtocol& proto);
   void run_fused_round(const std::vector<OpId>& members, const GemmPlan& plan, int grid, int round);
   // Starts each transfer; calls `done` once every one has landed (at once if none).
@@ -89,7 +96,7 @@ class Machine {
   std::vector<BlockScheduler::KernelId> kernel_of_;
   std::vector<std::vector<std::pair<int, int>>> waiters_;
   Timeline tl_;
-  std::vector<double> ring_capacity_;  // per process group: constant for a run, computed once
+  std::vector<GroupFabric> group_fabric_;
   Tick device_latency_ = 0;        // per kernel: from a stream or from a replayed graph
 };
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "tpsim/cost/nccl_cost.hpp"
+
 namespace tpsim {
 
 std::string_view link_tier_name(LinkTier t) { return t == LinkTier::nvlink ? "nvlink" : "nic"; }
@@ -69,6 +71,12 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
       const Tick tree = tree_lat + duration_for(2 * buffer_bytes, bus * p.bandwidth_efficiency * hw.cluster.tree_bandwidth_ratio);
       if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes};
     }
+  }
+  // NVLS: an all-reduce inside one NVSwitch node, where the hardware has it.
+  if (op == GroupOp::all_reduce && nvls_applies(CollectiveKind::all_reduce, g.ranks, !across, hw)) {
+    const CollectivePlan nvls = plan_nvls(buffer_bytes, g.ranks, hw);
+    const Tick t = hw.nccl.ring_startup + nvls_estimate(buffer_bytes, g.ranks, hw, nvlink);
+    if (t < best.time) best = {t, "nvls", nvls.protocol->name, nvls.channels, best.tier, nvls.bytes_per_rank};
   }
   return best;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// NCCL ring collectives inside one node: which protocol and how many channels
-// NCCL picks for a message, the fixed latency, and the payload rate cap.
-// The bytes themselves move over the simulated fabric.
+// NCCL collectives of one process group: which algorithm (ring, or NVLS for an
+// all-reduce inside an NVSwitch node), protocol and how many channels NCCL picks for
+// a message, the fixed latency, and the payload rate cap. The bytes themselves move
+// over the simulated fabric.
 #include <cstdint>
 #include <string_view>
 
@@ -25,11 +26,21 @@ inline std::string_view collective_kind_name(CollectiveKind k) {
 // is a reduce-scatter then an all-gather, 2(n-1) (src/graph/tuning.cc: nsteps).
 inline int ring_steps(CollectiveKind k, int ranks) { return (k == CollectiveKind::all_reduce ? 2 : 1) * (ranks - 1); }
 
-struct RingPlan {
-  const NcclProtocol* protocol = nullptr;
+enum class NcclAlgorithm { ring, nvls };
+inline std::string_view nccl_algorithm_name(NcclAlgorithm a) { return a == NcclAlgorithm::ring ? "ring" : "nvls"; }
+
+struct CollectivePlan {
+  NcclAlgorithm algorithm = NcclAlgorithm::ring;
+  const NcclProtocol* protocol = nullptr;  // NVLS runs NCCL's Simple protocol
   int channels = 0;
-  Tick latency = 0;              // base + steps x per-hop
-  double bytes_per_rank = 0;     // what each rank sends to its ring successor: steps/n of the buffer
+  int threads = 0;               // per channel block
+  Tick latency = 0;              // ring: startup + base + steps x per-hop; NVLS: startup + NCCL's NVLS latency
+  // Ring: what each rank sends to its successor, steps/n of the buffer. NVLS: what each
+  // rank's port carries each way, (n+1)/n of the buffer (reads for the switch's
+  // reduction of every slice, its own reduced slice back, its multicast store out,
+  // every slice's multicast in).
+  double bytes_per_rank = 0;
+  double efficiency = 0;         // fraction of the link's payload rate the transfers reach
 };
 
 // `buffer_bytes`: the whole gathered buffer (all-gather output, reduce-scatter input,
@@ -37,7 +48,16 @@ struct RingPlan {
 // ring. Each hop's transfer is capped at the protocol's payload efficiency times that
 // hop's own bandwidth. All-gather and reduce-scatter rings move the same bytes with the
 // same steps; an all-reduce moves twice the bytes in twice the steps.
-RingPlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);
+CollectivePlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);
+
+// NVLS applies to an all-reduce whose ranks share one NVSwitch (`one_node`) on
+// hardware that has it; NCCL takes it where its estimate beats the best ring.
+bool nvls_applies(CollectiveKind kind, int ranks, bool one_node, const HardwareSpec& hw);
+CollectivePlan plan_nvls(double buffer_bytes, int ranks, const HardwareSpec& hw);
+Tick nvls_estimate(double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);
+// The algorithm NCCL picks, by its estimate, for a collective of `ranks` ranks.
+CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,
+                               double link_bytes_per_ps);
 
 // NCCL's own estimate (latency + bytes / bandwidth) for a protocol, used to choose it.
 Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer_bytes, int ranks, double link_bytes_per_ps);

@@ -110,6 +110,17 @@ struct NcclProtocol {
   double channel_threshold = 0;  // bytes per thread per channel before NCCL adds a channel
 };
 
+// NVLink SHARP (NVLS): the NVSwitch reduces and multicasts, so an all-reduce inside a
+// node moves (n+1)/n of the buffer through each GPU's port instead of a ring's 2(n-1)/n.
+// Absent on hardware without it (A100, PCIe) or when the scenario switches it off.
+struct NvlsSpec {
+  int channels = 0;           // blocks the kernel holds (NCCL nvlsChannels)
+  int threads = 0;            // per block
+  double efficiency = 0;      // fraction of the port's payload rate multimem traffic reaches
+  Tick latency = 0;           // NCCL's fixed latency for the algorithm
+  bool present() const { return channels > 0; }
+};
+
 struct NcclSpec {
   int max_channels = 0;
   int p2p_channels = 0;   // blocks a grouped send/recv kernel holds
@@ -117,6 +128,7 @@ struct NcclSpec {
   int registers_per_thread = 0;
   int shared_bytes = 0;
   std::vector<NcclProtocol> protocols;
+  NvlsSpec nvls;  // all-reduce inside one node only
 };
 
 struct BarrierSpec {

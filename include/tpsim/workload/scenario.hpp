@@ -51,6 +51,8 @@ struct SoftwareChoices {
   ReductionKernel symm_mem_reduction = ReductionKernel::aten_sum;
   // How the host issues ops: from compiled code (each launch one call), eager PyTorch, or a CUDA graph.
   HostIssue op_issue = HostIssue::compiled;
+  // Whether NCCL may use NVLink SHARP (NCCL_NVLS_ENABLE) where the hardware has it.
+  bool nccl_nvls = true;
 };
 
 struct Scenario {
