@@ -181,7 +181,22 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
-          "moe_dispatch_chunks"};
+          "moe_dispatch_chunks", "attention", "attention_dropout"};
+}
+
+AttentionChoice parse_attention_choice(const ObjectReader& w) {
+  AttentionChoice a;
+  a.impl = parse_choice(w, "attention", AttentionImpl::flash, {{"flash", AttentionImpl::flash}, {"unfused", AttentionImpl::unfused}});
+  if (w.has("attention_dropout")) {
+    const Json& v = w.at("attention_dropout");
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() >= 1)
+      fail_at(w.child_path("attention_dropout"), fmt::format("must be a probability in [0, 1), got {}", v.dump()));
+    a.dropout = v.get<double>();
+    // Flash attention's in-kernel dropout is not modelled; say so rather than ignore it.
+    if (a.dropout > 0 && a.impl == AttentionImpl::flash)
+      fail_at(w.child_path("attention_dropout"), "is modelled for \"attention\": \"unfused\" only");
+  }
+  return a;
 }
 
 TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
@@ -225,6 +240,10 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   if (!t.sequence_parallel && (t.mesh.size(MeshDim::cp) > 1 || t.model.is_moe()))
     fail_at(w.child_path("sequence_parallel"), fmt::format("false is modelled for dense models without context parallelism only ({})",
                                                            t.model.is_moe() ? "this model has experts" : "cp > 1"));
+  t.attention = parse_attention_choice(w);
+  // Context parallelism's attention loop is built of flash-attention blocks.
+  if (t.attention.impl == AttentionImpl::unfused && t.mesh.size(MeshDim::cp) > 1)
+    fail_at(w.child_path("attention"), "\"unfused\" is not modelled with context parallelism (cp > 1): its blocks are flash attention");
   t.cp_method = parse_choice(w, "cp_method", CpMethod::allgather, {{"allgather", CpMethod::allgather}, {"ring", CpMethod::ring}});
   t.cp_method_ignored = w.has("cp_method") && t.mesh.size(MeshDim::cp) == 1;
   if (w.has("moe_dispatch_chunks")) {

@@ -64,6 +64,7 @@ Workload parse_layers(const ObjectReader& w, int gpus) {
   else if (pass == "forward_backward") wl.pass = Pass::forward_backward;
   else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
   wl.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
+  wl.attention = parse_attention_choice(w);
   const std::int64_t layers = w.positive_int_or("layers", 1);
   if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
   wl.layers = static_cast<int>(layers);
@@ -93,6 +94,7 @@ Workload parse_step(const ObjectReader& w, int gpus) {
   Workload wl;
   wl.step = parse_training_step(w, gpus);
   wl.sequence_parallel = wl.step.sequence_parallel;  // the TP group's layers (variants, messages)
+  wl.attention = wl.step.attention;
   return wl;
 }
 
@@ -156,7 +158,7 @@ std::vector<std::string> check_step_hardware(Scenario& s, bool variants_listed) 
   return notes;
 }
 
-const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel"};
+const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "attention", "attention_dropout"};
 const std::vector<std::string> kGemmKeys = {"m", "k", "n"};
 
 }  // namespace

@@ -35,9 +35,13 @@ std::string format_step_table(const StepResult& r) {
                                : "";
   const std::string linears = t.linear_dtype ? fmt::format(", {} linears", dtype_name(*t.linear_dtype)) : "";
   const std::string cp = t.mesh.size(MeshDim::cp) > 1 ? fmt::format(", cp_method {}", cp_method_name(t.cp_method)) : "";
-  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer){}{}, checkpoint {}{}{}\n",
+  const std::string attention =
+      t.attention.impl == AttentionImpl::unfused
+          ? fmt::format(", unfused attention{}", t.attention.dropout > 0 ? fmt::format(" (dropout {:g})", t.attention.dropout) : "")
+          : "";
+  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer){}{}, checkpoint {}{}{}{}\n",
                                 s.name.empty() ? "scenario" : printable(s.name), t.model.name, t.seq_len, t.local_batch, mesh_text(t), cp,
-                                pipeline, checkpointing_name(t.checkpoint), linears, t.compile ? ", compiled" : "");
+                                pipeline, checkpointing_name(t.checkpoint), linears, attention, t.compile ? ", compiled" : "");
   out += fmt::format("{} GPUs x {}, {}; global batch {} tokens\n", s.gpus, s.hardware.name, dtype_name(s.dtype), t.global_tokens());
   out += fmt::format("{:<22} {:>10} {:>8} {:>12} {:>6} {:>9} {:>7}  {}\n", "variant", "step_ms", "speedup", "tokens/s/GPU", "MFU%",
                      "peak_GiB", "bubble%", "exposed ms: tp cp ep fsdp dp pp");

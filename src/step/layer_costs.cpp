@@ -10,7 +10,9 @@
 #include "tpsim/step/expert_parallel.hpp"
 #include "tpsim/step/group_collective.hpp"
 #include "tpsim/step/group_layout.hpp"
+#include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/strategies/registry.hpp"
+#include "tpsim/strategies/unfused_attention.hpp"
 
 namespace tpsim {
 
@@ -56,6 +58,7 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers, const LayerPar
   sub.workload.linear_dtype = t.linear_dtype;
   sub.workload.compile = t.compile;
   sub.workload.sequence_parallel = t.sequence_parallel;
+  sub.workload.attention = t.attention;
   return sub;
 }
 
@@ -175,10 +178,19 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     return elementwise_time(hw, {ElementwiseOp{rows * h * e, rows * h * e}, ElementwiseOp{rows * h * e, rows * h * e},
                                  ElementwiseOp{t.model.ffn_up_projections() * activation_rows * width * e, activation_rows * width * e}});
   };
+  // With unfused attention, selective recomputes the attention core instead (Megatron-LM,
+  // Korthikanti et al. 2022): its forward kernels again, ahead of the layer's backward.
+  const auto attention_core = [&] {
+    const AttentionOp a{tokens, t.seq_len, t.model.heads / tp, std::max<std::int64_t>(1, t.model.kv_heads / tp), t.model.head_dim,
+                        true, false, s.dtype};
+    return kernels_alone(unfused_attention_kernels(a, t.attention.dropout), hw);
+  };
   switch (t.checkpoint) {
     case Checkpointing::none: break;
     case Checkpointing::full: c.recompute = c.forward; break;
-    case Checkpointing::selective: c.recompute = selective(static_cast<double>(tokens), f); break;
+    case Checkpointing::selective:
+      c.recompute = t.attention.impl == AttentionImpl::unfused ? attention_core() : selective(static_cast<double>(tokens), f);
+      break;
   }
   if (t.model.is_moe()) {
     // A MoE layer: attention, the shared experts as a dense FFN of their combined width, and
@@ -218,8 +230,10 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
       case Checkpointing::none: break;
       case Checkpointing::full: m.recompute = m.forward; break;
       case Checkpointing::selective:
-        m.recompute = selective(load.rank_slots(load.busiest_rank), t.model.moe.expert_ffn_hidden / tp) +
-                      (shared > 0 ? selective(static_cast<double>(tokens), shared / tp) : 0);
+        m.recompute = t.attention.impl == AttentionImpl::unfused
+                          ? attention_core()
+                          : selective(load.rank_slots(load.busiest_rank), t.model.moe.expert_ffn_hidden / tp) +
+                                (shared > 0 ? selective(static_cast<double>(tokens), shared / tp) : 0);
         break;
     }
   }

@@ -4,6 +4,7 @@
 
 #include "tpsim/step/context_parallel.hpp"
 #include "tpsim/step/expert_parallel.hpp"
+#include "tpsim/strategies/unfused_attention.hpp"
 
 namespace tpsim {
 
@@ -39,12 +40,24 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
   // (Korthikanti et al. 2022: 34sbh/t with, sbh(10 + 24/t) without).
   const double hs = t.sequence_parallel ? h : h * tp;
   double per_token = 0;  // elements on one TP rank, times tp
+  const bool unfused = t.attention.impl == AttentionImpl::unfused;
   switch (mode) {
     case Checkpointing::none: per_token = 4 * hs + q + 2 * kv + q + ffn_kept + ffn_recomputed; break;
-    case Checkpointing::selective: per_token = 2 * hs + q + 2 * kv + q + ffn_kept; break;
+    // Unfused attention: Megatron-LM's selective recomputation drops the attention core's
+    // [s, s] tensors and keeps the rest (Korthikanti et al. 2022); flash attention has none,
+    // so selective drops the norm outputs and the FFN activation instead.
+    case Checkpointing::selective:
+      per_token = unfused ? 4 * hs + q + 2 * kv + q + ffn_kept + ffn_recomputed : 2 * hs + q + 2 * kv + q + ffn_kept;
+      break;
     case Checkpointing::full: per_token = hs; break;
   }
-  return tokens * per_token / tp * element_bytes;
+  double bytes = tokens * per_token / tp * element_bytes;
+  if (unfused && mode == Checkpointing::none) {
+    // Every TP rank holds all of the microbatch's sequences for its heads/tp heads.
+    const double scores = tokens * static_cast<double>(t.seq_len / t.mesh.size(MeshDim::cp)) * static_cast<double>(m.heads) / tp;
+    bytes += unfused_attention_saved_bytes(scores, element_bytes, t.attention.dropout);
+  }
+  return bytes;
 }
 
 MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in, const HardwareSpec& hw, double e) {

@@ -1,7 +1,8 @@
 // A Llama decoder layer under tensor + sequence parallelism on G ranks, T tokens
 // (without sequence parallelism, [T/G,H] is [T,H] on every rank, the all-gathers go and
 // each reduce-scatter is an all-reduce: the variant's builders say how):
-//   forward:  RMSNorm [T/G,H] -> all-gather -> Q,K,V -> causal flash attention ->
+//   forward:  RMSNorm [T/G,H] -> all-gather -> Q,K,V -> causal flash attention (or its
+//             unfused kernels: strategies/unfused_attention.hpp) ->
 //             out proj -> reduce-scatter -> residual -> RMSNorm -> all-gather ->
 //             w1, w3 -> SiLU*mul -> w2 -> reduce-scatter -> residual
 //   backward: the transpose. A column-parallel linear (QKV, w1/w3) reduce-scatters
@@ -12,6 +13,7 @@
 
 #include "layer.hpp"
 #include "tpsim/strategies/registry.hpp"
+#include "tpsim/strategies/unfused_attention.hpp"
 #include "tpsim/core/invariant.hpp"
 
 namespace tpsim::strategy {
@@ -121,6 +123,13 @@ class LayerBuilder {
   void residual(const std::string& name, std::int64_t elems) { local(name, 2 * elems, (sc_.workload.compile ? 2 : 1) * elems); }
   void attention(bool backward) {
     const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype};
+    const AttentionChoice& how = sc_.workload.attention;
+    if (how.impl == AttentionImpl::unfused) {
+      const auto kernels = unfused_attention_kernels(a, how.dropout);
+      for (int r : ranks_)
+        for (const auto& [name, op] : kernels) dag_.add(r, kCompute, prefix_ + name, op);
+      return;
+    }
     for (int r : ranks_) dag_.add(r, kCompute, prefix_ + (backward ? "attention.core.backward" : "attention.core"), a);
   }
 
@@ -141,7 +150,7 @@ double layer_op_estimate(const Scenario& s) {
   const auto& w = s.workload;
   const bool fwd = w.pass != Pass::backward, bwd = w.pass != Pass::forward;
   const double regions = (fwd ? 4.0 : 0.0) + (bwd ? 6.0 : 0.0);
-  return static_cast<double>(s.gpus) * w.layers * (regions * (8.0 * s.gpus + 16) + 10);
+  return static_cast<double>(s.gpus) * w.layers * (regions * (8.0 * s.gpus + 16) + 24);  // + local kernels (unfused attention's 16)
 }
 
 void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant, int pg) {

@@ -56,6 +56,8 @@ std::string_view pipeline_schedule_name(PipelineSchedule p) {
   return "?";
 }
 
+std::string_view attention_impl_name(AttentionImpl a) { return a == AttentionImpl::flash ? "flash" : "unfused"; }
+
 std::string_view cp_method_name(CpMethod m) { return m == CpMethod::allgather ? "allgather" : "ring"; }
 
 }  // namespace tpsim

@@ -35,6 +35,7 @@ struct Workload {
   // norms and residuals run replicated, and row-parallel outputs (forward) and
   // column-parallel input gradients (backward) are all-reduced.
   bool sequence_parallel = true;
+  AttentionChoice attention;
   TrainingStepSpec step;  // training_step only
   std::int64_t n_total() const {
     std::int64_t t = 0;

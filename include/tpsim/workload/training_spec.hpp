@@ -33,6 +33,16 @@ enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b };
 // context_parallel rotate methods): one all-gather before the block loop (the default,
 // as in torchtitan and the Llama 3 paper), or a ring of neighbour exchanges.
 enum class CpMethod { allgather, ring };
+// How attention runs: one fused flash-attention kernel, or unfused as Megatron-LM's
+// DotProductAttention (megatron/core/transformer/dot_product_attention.py) and the
+// Megatron-LM of Korthikanti et al. 2022: a batched QK^T GEMM, a fused scale-mask-softmax
+// over the materialized [s, s] scores, dropout on them, and a batched GEMM with V.
+enum class AttentionImpl { flash, unfused };
+std::string_view attention_impl_name(AttentionImpl a);
+struct AttentionChoice {
+  AttentionImpl impl = AttentionImpl::flash;
+  double dropout = 0;  // attention-probability dropout (unfused only)
+};
 std::string_view checkpointing_name(Checkpointing c);
 std::string_view pipeline_schedule_name(PipelineSchedule p);
 std::string_view cp_method_name(CpMethod m);
@@ -50,6 +60,7 @@ struct TrainingStepSpec {
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
   bool compile = false;                   // torch.compile: element-wise chains fused
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
+  AttentionChoice attention;
   bool pipeline_settings_ignored = false; // microbatches or a schedule given without a pipeline
   CpMethod cp_method = CpMethod::allgather;
   // Routing imbalance: the busiest expert gets (1 + skew) times the mean tokens (0: uniform).
