@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/memory_ledger.hpp"
 #include "tpsim/step/pipeline_order.hpp"
 
@@ -17,6 +18,15 @@ struct Charge {
   LinkTier tier = LinkTier::nvlink;
   int sms = 0;
   double wire_bytes = 0;
+};
+
+// FSDP2's copies on the compute stream around one FSDP unit's collectives
+// (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): after an all-gather,
+// split_with_sizes_copy of the whole gathered buffer into the parameters
+// (foreach_all_gather_copy_out); before a reduce-scatter, chunk_cat of the unsharded
+// gradients into its input, widened to the reduce dtype (foreach_reduce_scatter_copy_in).
+struct FsdpCopies {
+  Tick copy_out = 0, grad_copy_in = 0;
 };
 
 class ProgramBuilder {
@@ -83,21 +93,26 @@ class ProgramBuilder {
     const bool dense = !moe || t_.model.moe_layers() < t_.model.layers;  // only what some layer pays is listed
     if (fsdp_ > 1) {
       const GroupLayout g = layout({MeshDim::cp, MeshDim::ep, MeshDim::fsdp});
+      const double shards = fsdp_, expert_shards = t_.expert_shard_ranks();
       if (dense) {
-        gather_ = price("fsdp", "all_gather", GroupOp::all_gather, layer * e_, g);
+        gather_ = with_copy_in(price("fsdp", "all_gather", GroupOp::all_gather, layer * e_, g), layer / shards);
         reduce_ = price("fsdp", "reduce_scatter", GroupOp::reduce_scatter, layer * grad, g);
+        copies_ = fsdp_copies(layer, grad);
       }
       if (moe) {
         const GroupLayout x = layout({MeshDim::cp, MeshDim::fsdp});
-        gather_moe_ = add(price("fsdp", "all_gather (MoE layer, shared weights)", GroupOp::all_gather, moe_dense * e_, g),
-                          price("fsdp", "all_gather (MoE layer, routed experts)", GroupOp::all_gather, moe_routed * e_, x));
+        gather_moe_ = with_copy_in(add(price("fsdp", "all_gather (MoE layer, shared weights)", GroupOp::all_gather, moe_dense * e_, g),
+                                       price("fsdp", "all_gather (MoE layer, routed experts)", GroupOp::all_gather, moe_routed * e_, x)),
+                                   moe_dense / shards + moe_routed / expert_shards);
         reduce_moe_ = add(price("fsdp", "reduce_scatter (MoE layer, shared weights)", GroupOp::reduce_scatter, moe_dense * grad, g),
                           price("fsdp", "reduce_scatter (MoE layer, routed experts)", GroupOp::reduce_scatter, moe_routed * grad, x));
+        copies_moe_ = fsdp_copies(moe_dense + moe_routed, grad);
       }
       // The embedding and output layer are their own FSDP units in torchtitan; charged with the first and last layer.
       const double extra = t_.model.embedding_params() / tp_;
-      gather_edge_ = price("fsdp", "all_gather (embedding or output layer)", GroupOp::all_gather, extra * e_, g);
+      gather_edge_ = with_copy_in(price("fsdp", "all_gather (embedding or output layer)", GroupOp::all_gather, extra * e_, g), extra / shards);
       reduce_edge_ = price("fsdp", "reduce_scatter (embedding or output layer)", GroupOp::reduce_scatter, extra * grad, g);
+      copies_edge_ = fsdp_copies(extra, grad);
     }
     if (dp_ > 1) {
       const GroupLayout g = layout({MeshDim::dp});
@@ -116,6 +131,30 @@ class ProgramBuilder {
     for (const auto& x : c_.cp_collectives) plan_.collectives.push_back(x);
     if (moe)
       for (const auto& x : c_.moe->collectives) plan_.collectives.push_back(x);
+  }
+
+  // Before each all-gather, on FSDP2's copy-in stream, the local shard is cast from the fp32
+  // master to the parameter dtype and copied into the all-gather input
+  // (_get_param_all_gather_inputs, all_gather_copy_in): charged with the all-gather on its stream.
+  Charge with_copy_in(Charge c, double shard_params) const {
+    c.work += kernels_alone({{"fsdp.cast", ElementwiseOp{4 * shard_params, e_ * shard_params}},
+                             {"fsdp.copy_in", ElementwiseOp{e_ * shard_params, e_ * shard_params}}},
+                            hw_);
+    return c;
+  }
+
+  FsdpCopies fsdp_copies(double local_params, double grad_bytes) const {
+    return {kernels_alone({{"fsdp.copy_out", ElementwiseOp{e_ * local_params, e_ * local_params}}}, hw_),
+            kernels_alone({{"fsdp.grad_copy_in", ElementwiseOp{e_ * local_params, grad_bytes * local_params}}}, hw_)};
+  }
+
+  // The copies a layer's pass runs on the compute stream: copy-out after its all-gather,
+  // chunk_cat before its reduce-scatter.
+  Tick fsdp_copy_time(int layer, bool moe, bool gathered, bool reduced) const {
+    const FsdpCopies& c = moe ? copies_moe_ : copies_;
+    Tick t = (gathered ? c.copy_out : 0) + (reduced ? c.grad_copy_in : 0);
+    if (edge(layer)) t += (gathered ? copies_edge_.copy_out : 0) + (reduced ? copies_edge_.grad_copy_in : 0);
+    return t;
   }
 
   int comm(int stage, StepStream stream, const std::string& dim, std::string name, const Charge& ch, std::vector<int> deps) {
@@ -172,7 +211,7 @@ class ProgramBuilder {
             deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fmt::format("fsdp.all_gather.layer{}", l), ch, gather_window()));
           }
           const Tick work = (moe ? c_.moe->forward : c_.forward) + (l == 0 ? c_.embedding_forward : 0) +
-                            (l == t_.model.layers - 1 ? c_.output_forward : 0);
+                            (l == t_.model.layers - 1 ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
           last = compute(rank, fmt::format("layer{}.forward.{}", l, mb), work, moe ? moe_act : dense_act, deps, moe ? 2 : 0);
           ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
@@ -191,13 +230,15 @@ class ProgramBuilder {
             const Charge ch = edge(l) ? add(g, gather_edge_) : g;
             deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fmt::format("fsdp.all_gather.layer{}.backward", l), ch, gather_window()));
           }
+          const bool reduces = fsdp_ > 1 && (!keep || final_backward);
           const Tick work = (moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute) +
-                            (l == 0 ? c_.embedding_backward : 0) + (l == t_.model.layers - 1 ? c_.output_backward : 0);
+                            (l == 0 ? c_.embedding_backward : 0) + (l == t_.model.layers - 1 ? c_.output_backward : 0) +
+                            fsdp_copy_time(l, moe, !deps.empty(), reduces);
           last = compute(rank, fmt::format("layer{}.backward.{}", l, mb), work, -(moe ? moe_act : dense_act), deps, moe ? 3 : 1);
           ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
           if (i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
           int grads_ready = last;
-          if (fsdp_ > 1 && (!keep || final_backward)) {
+          if (reduces) {
             const Charge& r = moe ? reduce_moe_ : reduce_;
             const Charge ch = edge(l) ? add(r, reduce_edge_) : r;
             grads_ready = last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", fmt::format("fsdp.reduce_scatter.layer{}", l), ch, {last});
@@ -270,6 +311,7 @@ class ProgramBuilder {
   int pp_ = 1, tp_ = 1, fsdp_ = 1, dp_ = 1, ep_ = 1;
   Charge gather_, reduce_, gather_edge_, reduce_edge_, all_reduce_, all_reduce_edge_, send_;
   Charge gather_moe_, reduce_moe_, all_reduce_moe_;
+  FsdpCopies copies_, copies_moe_, copies_edge_;
   StepPlan plan_;
   std::vector<int> history_;
   std::map<std::int64_t, int> sends_;

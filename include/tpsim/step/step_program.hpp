@@ -8,7 +8,10 @@
 //    at most one layer ahead: two layers unsharded at a time, FSDP2) — once per step
 //    when a pipeline keeps them (torchtitan turns reshard_after_forward off with
 //    PP), otherwise before each forward and each backward — and a reduce-scatter of
-//    its gradient after its backward (the last microbatch's, with a pipeline);
+//    its gradient after its backward (the last microbatch's, with a pipeline); FSDP2's
+//    copies on the compute stream (copy-out of each gathered layer into its parameters,
+//    chunk_cat of its gradients before each reduce-scatter) lengthen those passes, and the
+//    cast and copy-in of the local shard precede each all-gather on its stream;
 //  - dp: an all-reduce of each layer's gradient (of the FSDP shard under HSDP)
 //    after it is reduced (DDP: after the last microbatch's backward);
 //  - pp: a send of activations after a chunk's forward, of gradients after its backward;
