@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "huge_pages.hpp"
 #include "measure_commands.hpp"
 #include "tpsim/app/advise.hpp"
 #include "tpsim/app/run_scenario.hpp"
@@ -184,6 +185,7 @@ std::optional<std::string> unknown_subcommand(const CLI::App& app, int argc, cha
 }
 
 int main(int argc, char** argv) {
+  tpsim::cli::restart_with_huge_pages(argv);
   CLI::App app{"tpsim: tensor-parallel communication/computation overlap simulator"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::function<std::string()>([] { return fmt::format("tpsim {} (models: {})", TPSIM_VERSION, tpsim::models_dir()); }));
