@@ -181,7 +181,7 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
-          "moe_dispatch_chunks", "attention", "attention_dropout"};
+          "moe_dispatch_chunks", "attention", "attention_dropout", "pp_p2p"};
 }
 
 AttentionChoice parse_attention_choice(const ObjectReader& w) {
@@ -220,8 +220,9 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   // Without a pipeline, microbatches are gradient accumulation when they divide the local
   // batch; a schedule, virtual stages, or microbatches that do not divide it are pipeline
   // settings with nothing to apply to (a note says so).
+  t.pp_p2p_blocking = parse_choice(w, "pp_p2p", false, {{"async", false}, {"blocking", true}});
   if (t.mesh.size(MeshDim::pp) == 1) {
-    if (w.has("pp_schedule") || w.has("virtual_stages") || t.local_batch % t.microbatches != 0) t.pipeline_settings_ignored = true;
+    if (w.has("pp_schedule") || w.has("virtual_stages") || w.has("pp_p2p") || t.local_batch % t.microbatches != 0) t.pipeline_settings_ignored = true;
     if (t.local_batch % t.microbatches != 0) t.microbatches = 1;
     t.virtual_stages = 1;
     t.schedule = PipelineSchedule::one_f_one_b;
@@ -286,9 +287,9 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
                                 tp_group.nodes, tp_group.per_node));
   if (step.pipeline_settings_ignored)
     notes.push_back(step.microbatches > 1
-                        ? fmt::format("pp is 1: pp_schedule and virtual_stages apply to a pipeline; the {} microbatches are gradient accumulation",
+                        ? fmt::format("pp is 1: pp_schedule, virtual_stages and pp_p2p apply to a pipeline; the {} microbatches are gradient accumulation",
                                       step.microbatches)
-                        : "pp is 1: microbatches (they do not divide the local batch), pp_schedule and virtual_stages apply to a "
+                        : "pp is 1: microbatches (they do not divide the local batch), pp_schedule, virtual_stages and pp_p2p apply to a "
                           "pipeline; the local batch runs as one pass");
   if (step.cp_method_ignored) notes.push_back("cp is 1: cp_method applies to context parallelism and is not used");
   notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of {}; simulated: one rank per pipeline stage (the mesh is symmetric)", gpus,

@@ -1,6 +1,7 @@
 #include "tpsim/step/step_program.hpp"
 
 #include <map>
+#include <utility>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -166,6 +167,8 @@ class ProgramBuilder {
   }
 
   int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, int phases = -1) {
+    // Blocking pipeline communication: the stage's next pass waits for its last send.
+    if (unwaited_send_ >= 0) deps.push_back(std::exchange(unwaited_send_, -1));
     StepTask task;
     task.stage = stage;
     task.phases = phases;
@@ -178,6 +181,10 @@ class ProgramBuilder {
     return id;
   }
 
+  void sent(int send) {
+    if (t_.pp_p2p_blocking) unwaited_send_ = send;
+  }
+
   // FSDP2 keeps at most two layers gathered: the next all-gather waits for the layer two back.
   std::vector<int> gather_window() const {
     if (history_.size() < 2) return {};
@@ -188,6 +195,7 @@ class ProgramBuilder {
 
   void build_rank(int rank) {
     history_.clear();
+    unwaited_send_ = -1;
     const int last_chunk = t_.chunks() - 1;
     const bool keep = pp_ > 1;  // gathered parameters kept from forward to backward
     const double dense_act = activation_bytes_per_layer(t_, t_.checkpoint, e_, false);
@@ -217,8 +225,8 @@ class ProgramBuilder {
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
         if (w.chunk < last_chunk)
-          sends_[key(w.chunk, w.microbatch, true)] =
-              comm(rank, StepStream::pp_forward, "pp", fmt::format("pp.send.activations.chunk{}.{}", w.chunk, mb), send_, {last});
+          sent(sends_[key(w.chunk, w.microbatch, true)] =
+                   comm(rank, StepStream::pp_forward, "pp", fmt::format("pp.send.activations.chunk{}.{}", w.chunk, mb), send_, {last}));
       } else {
         const bool final_backward = ++backwards_seen[w.chunk] == t_.microbatches;
         for (std::size_t i = layers.size(); i-- > 0;) {
@@ -251,8 +259,8 @@ class ProgramBuilder {
           }
         }
         if (w.chunk > 0)
-          sends_[key(w.chunk, w.microbatch, false)] =
-              comm(rank, StepStream::pp_backward, "pp", fmt::format("pp.send.gradients.chunk{}.{}", w.chunk, mb), send_, {last});
+          sent(sends_[key(w.chunk, w.microbatch, false)] =
+                   comm(rank, StepStream::pp_backward, "pp", fmt::format("pp.send.gradients.chunk{}.{}", w.chunk, mb), send_, {last}));
       }
     }
     std::vector<int> deps;
@@ -314,6 +322,7 @@ class ProgramBuilder {
   FsdpCopies copies_, copies_moe_, copies_edge_;
   StepPlan plan_;
   std::vector<int> history_;
+  int unwaited_send_ = -1;  // blocking p2p: the send the stage's next pass waits for
   std::map<std::int64_t, int> sends_;
   std::vector<std::pair<int, std::int64_t>> pending_;
 };

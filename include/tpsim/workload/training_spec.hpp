@@ -56,6 +56,10 @@ struct TrainingStepSpec {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int microbatches = 1;     // pipeline microbatches the local batch is cut into (1 without a pipeline)
   int virtual_stages = 1;   // model chunks per pipeline rank (interleaved 1F1B)
+  // Pipeline sends and receives: asynchronous (PyTorch's pipelining: the next pass does not
+  // wait for a send), or blocking as Megatron-LM's default (overlap_p2p_comm off: each
+  // send's request is waited on before the stage's next pass).
+  bool pp_p2p_blocking = false;
   Dtype grad_reduce_dtype = Dtype::fp32;  // FSDP2 / DDP gradient reduction (torchtitan's default: fp32)
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
   bool compile = false;                   // torch.compile: element-wise chains fused
