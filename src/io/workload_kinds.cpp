@@ -65,6 +65,10 @@ Workload parse_layers(const ObjectReader& w, int gpus) {
   else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
   wl.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
   wl.attention = parse_attention_choice(w);
+  // The FFN half has no attention: an attention key there would be silently ignored.
+  if (w.at("op") == "ffn")
+    for (const char* key : {"attention", "attention_dropout"})
+      if (w.has(key)) fail_at(w.child_path(key), "the ffn workload has no attention (use transformer_layer or attention)");
   const std::int64_t layers = w.positive_int_or("layers", 1);
   if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
   wl.layers = static_cast<int>(layers);
