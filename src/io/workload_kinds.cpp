@@ -64,11 +64,7 @@ Workload parse_layers(const ObjectReader& w, int gpus) {
   else if (pass == "forward_backward") wl.pass = Pass::forward_backward;
   else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
   wl.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
-  wl.attention = parse_attention_choice(w);
-  // The FFN half has no attention: an attention key there would be silently ignored.
-  if (w.at("op") == "ffn")
-    for (const char* key : {"attention", "attention_dropout"})
-      if (w.has(key)) fail_at(w.child_path(key), "the ffn workload has no attention (use transformer_layer or attention)");
+  wl.attention = parse_attention_choice(w);  // ffn's table keys leave these out: flash, unused
   const std::int64_t layers = w.positive_int_or("layers", 1);
   if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
   wl.layers = static_cast<int>(layers);
@@ -162,6 +158,8 @@ std::vector<std::string> check_step_hardware(Scenario& s, bool variants_listed) 
   return notes;
 }
 
+// The FFN half has no attention, so its keys leave out the attention choice.
+const std::vector<std::string> kFfnKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel"};
 const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "attention", "attention_dropout"};
 const std::vector<std::string> kGemmKeys = {"m", "k", "n"};
 
@@ -183,7 +181,7 @@ const std::vector<WorkloadKind>& workload_kinds() {
        parse_alltoall_matmul, all_to_all_variants, build_all_to_all, nullptr, check_tp_group_hardware},
       {"transformer_layer", "Llama decoder layers under TP (with SP unless sequence_parallel is false): attention and FFN, forward and/or backward", kLayerKeys, 2, kMaxGpus,
        false, false, parse_layers, layer_variants, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
-      {"ffn", "the FFN half of decoder layers under TP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers, layer_variants,
+      {"ffn", "the FFN half of decoder layers under TP", kFfnKeys, 2, kMaxGpus, false, false, parse_layers, layer_variants,
        build_layer_dag, check_layer_op_budget, check_tp_group_hardware},
       {"attention", "the attention half of decoder layers under TP", kLayerKeys, 2, kMaxGpus, false, false, parse_layers,
        layer_variants, build_layer_dag, check_layer_op_budget, check_tp_group_hardware},

@@ -41,14 +41,13 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
   const double hs = t.sequence_parallel ? h : h * tp;
   double per_token = 0;  // elements on one TP rank, times tp
   const bool unfused = t.attention.impl == AttentionImpl::unfused;
+  const double everything = 4 * hs + q + 2 * kv + q + ffn_kept + ffn_recomputed;
   switch (mode) {
-    case Checkpointing::none: per_token = 4 * hs + q + 2 * kv + q + ffn_kept + ffn_recomputed; break;
+    case Checkpointing::none: per_token = everything; break;
     // Unfused attention: Megatron-LM's selective recomputation drops the attention core's
     // [s, s] tensors and keeps the rest (Korthikanti et al. 2022); flash attention has none,
     // so selective drops the norm outputs and the FFN activation instead.
-    case Checkpointing::selective:
-      per_token = unfused ? 4 * hs + q + 2 * kv + q + ffn_kept + ffn_recomputed : 2 * hs + q + 2 * kv + q + ffn_kept;
-      break;
+    case Checkpointing::selective: per_token = unfused ? everything : everything - 2 * hs - ffn_recomputed; break;
     case Checkpointing::full: per_token = hs; break;
   }
   double bytes = tokens * per_token / tp * element_bytes;

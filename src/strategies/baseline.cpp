@@ -36,7 +36,7 @@ void all_reduce_baseline(Dag& dag, const Region& r) {
 namespace tpsim::strategy {
 
 // One rank: nothing to gather or scatter, the GEMMs run whole.
-void gather_local(Dag& dag, const Region& r) { add_gemms(dag, r, dag.process_group(r.pg).rank(0), kCompute, true, r.name + ".matmul"); }
+void whole_on_one_rank(Dag& dag, const Region& r) { add_gemms(dag, r, dag.process_group(r.pg).rank(0), kCompute, true, r.name + ".matmul"); }
 // NCCL's all-to-all is grouped send/recv: every rank sends 1/G of its rows to each
 // peer at once (its own share stays), the expert GEMM runs on the rows that arrived,
 // and the products go back the same way.
@@ -61,6 +61,5 @@ void all_to_all_baseline(Dag& dag, const Region& r) {
 void gather_replicated(Dag& dag, const Region& r) {
   for (int rank : dag.process_group(r.pg).ranks) add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
 }
-void scatter_local(Dag& dag, const Region& r) { add_gemms(dag, r, dag.process_group(r.pg).rank(0), kCompute, true, r.name + ".matmul"); }
 
 }  // namespace tpsim::strategy

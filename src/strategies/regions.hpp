@@ -76,10 +76,10 @@ void scatter_ring(Dag& dag, const Region& r);
 void gather_ring_bidirectional(Dag& dag, const Region& r);
 void scatter_ring_bidirectional(Dag& dag, const Region& r);
 void gather_fused(Dag& dag, const Region& r);
-void gather_local(Dag& dag, const Region& r);  // a group of one rank
+// A group of one rank: nothing to gather or scatter, the region's GEMMs whole.
+void whole_on_one_rank(Dag& dag, const Region& r);
 // Every rank already holds the whole input (TP without sequence parallelism): the
 // region's GEMMs whole on each rank, nothing to gather.
 void gather_replicated(Dag& dag, const Region& r);
-void scatter_local(Dag& dag, const Region& r);
 
 }  // namespace tpsim::strategy

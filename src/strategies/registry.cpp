@@ -110,7 +110,7 @@ void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant)
   if (!v) throw std::logic_error("no strategy " + variant);
   if (dag.process_group(pg).size() == 1) {
     // One rank (a training step without TP): the layer's GEMMs whole, no collective to overlap.
-    build_layers(dag, s, VariantBuilders{gather_local, scatter_local, nullptr, nullptr}, pg);
+    build_layers(dag, s, VariantBuilders{whole_on_one_rank, whole_on_one_rank, nullptr, nullptr}, pg);
   } else if (!s.workload.sequence_parallel) {
     // Without sequence parallelism the input of a column-parallel GEMM (and the output
     // gradient of a row-parallel one) is already whole on every rank, and what sequence
