@@ -101,8 +101,8 @@ Advice advise(const Json& scenario_json, const std::string& base_dir) {
         }
         const TrainingStepSpec& c = s.workload.step;
         for (const std::string& v : s.variants) {
-          const std::string key = fmt::format("{}/{}/{}/{}/{}/{}", l.tp, c.microbatch_tokens(), ck, v,
-                                              c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile);
+          const std::string key = fmt::format("{}/{}/{}/{}/{}/{}/{}", l.tp, c.microbatch_tokens(), ck, v,
+                                              c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile, c.weights_gathered_in_fp8());
           auto it = costs.find(key);
           if (it == costs.end()) it = costs.emplace(key, simulate_layer_costs(s, v)).first;
           const StepVariantRun run = run_step_variant(s, v, it->second);

@@ -176,12 +176,26 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   }
 }
 
+// torchtitan's enable_fsdp_float8_all_gather and precompute_float8_dynamic_scale_for_fsdp.
+Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, TrainingStepSpec& t) {
+  const bool gather = w.optional_bool("fsdp_fp8_all_gather").value_or(false);
+  const bool precompute = w.optional_bool("fsdp_fp8_precompute_scale").value_or(false);
+  if (precompute && !gather) fail_at(w.child_path("fsdp_fp8_precompute_scale"), "applies to \"fsdp_fp8_all_gather\": true only");
+  if (!gather) return Fp8AllGather::off;
+  if (t.linear_dtype != Dtype::fp8)
+    fail_at(w.child_path("fsdp_fp8_all_gather"), "gathers the weights of fp8 linears: it needs \"linear_dtype\": \"fp8\"");
+  // torchao's float8 training of grouped expert GEMMs is another recipe, not modelled.
+  if (t.model.is_moe()) fail_at(w.child_path("fsdp_fp8_all_gather"), fmt::format("is not modelled for a model with experts ({})", t.model.name));
+  t.fsdp_fp8_all_gather_ignored = t.shard_ranks() == 1;
+  return precompute ? Fp8AllGather::precomputed_scale : Fp8AllGather::dynamic_scale;
+}
+
 }  // namespace
 
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
-          "moe_dispatch_chunks", "attention", "attention_dropout", "pp_p2p"};
+          "moe_dispatch_chunks", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale"};
 }
 
 AttentionChoice parse_attention_choice(const ObjectReader& w) {
@@ -234,6 +248,7 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     if (!d) fail_at(w.child_path("linear_dtype"), fmt::format("unknown dtype \"{}\" (bf16, fp16, fp32 or fp8)", ld));
     t.linear_dtype = *d;
   }
+  t.fsdp_fp8_all_gather = parse_fp8_all_gather(w, t);
   t.compile = w.optional_bool("compile").value_or(false);
   t.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
   // Context parallelism's attention loop and the MoE dispatch are built on sequence-parallel
@@ -291,6 +306,7 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
                                       step.microbatches)
                         : "pp is 1: microbatches (they do not divide the local batch), pp_schedule, virtual_stages and pp_p2p apply to a "
                           "pipeline; the local batch runs as one pass");
+  if (step.fsdp_fp8_all_gather_ignored) notes.push_back("no FSDP (fsdp x cp x ep is 1): fsdp_fp8_all_gather has no all-gather to apply to");
   if (step.cp_method_ignored) notes.push_back("cp is 1: cp_method applies to context parallelism and is not used");
   notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of {}; simulated: one rank per pipeline stage (the mesh is symmetric)", gpus,
                               hw.name, nodes, per_node));

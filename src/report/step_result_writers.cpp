@@ -33,7 +33,10 @@ std::string format_step_table(const StepResult& r) {
                         t.microbatch_sequences())
           : t.microbatches > 1 ? fmt::format(", gradient accumulation over {} microbatches of {}", t.microbatches, t.microbatch_sequences())
                                : "";
-  const std::string linears = t.linear_dtype ? fmt::format(", {} linears", dtype_name(*t.linear_dtype)) : "";
+  const std::string fp8_gather = !t.weights_gathered_in_fp8() ? ""
+                                 : t.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale ? " gathered in fp8 (precomputed scales)"
+                                                                                             : " gathered in fp8";
+  const std::string linears = t.linear_dtype ? fmt::format(", {} linears{}", dtype_name(*t.linear_dtype), fp8_gather) : "";
   const std::string cp = t.mesh.size(MeshDim::cp) > 1 ? fmt::format(", cp_method {}", cp_method_name(t.cp_method)) : "";
   const std::string attention =
       t.attention.impl == AttentionImpl::unfused

@@ -57,6 +57,7 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers, const LayerPar
   sub.workload.layers = layers;
   sub.workload.linear_dtype = t.linear_dtype;
   sub.workload.compile = t.compile;
+  sub.workload.weights_in_linear_dtype = t.weights_gathered_in_fp8();
   sub.workload.sequence_parallel = t.sequence_parallel;
   sub.workload.attention = t.attention;
   return sub;

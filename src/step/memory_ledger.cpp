@@ -72,8 +72,12 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     // With a pipeline, torchtitan keeps gathered parameters from forward to backward
     // (reshard_after_forward is off); otherwise two layers are gathered at a time
     // (the one running and the one prefetched).
-    const double gathered = pp ? local : 2 * in.largest_layer;
-    l.parts.emplace_back("FSDP gathered parameters (bf16)", e * gathered);
+    // Under FSDP2's fp8 all-gather the decoder layers' (all-linear) weights are gathered in
+    // fp8; the embedding and output layer stay in the parameter dtype.
+    const bool fp8 = t.weights_gathered_in_fp8();
+    const double w = fp8 ? dtype_bytes(Dtype::fp8) : e;
+    const double gathered = pp ? w * (local - in.edge_params) + e * in.edge_params : w * 2 * in.largest_layer;
+    l.parts.emplace_back(fp8 ? "FSDP gathered parameters (fp8 layers)" : "FSDP gathered parameters (bf16)", gathered);
     l.parts.emplace_back("FSDP unsharded gradients", grad_bytes * 2 * in.largest_layer);
   }
   double act = in.peak_activations;

@@ -96,24 +96,29 @@ class ProgramBuilder {
       const GroupLayout g = layout({MeshDim::cp, MeshDim::ep, MeshDim::fsdp});
       const double shards = fsdp_, expert_shards = t_.expert_shard_ranks();
       if (dense) {
-        gather_ = with_copy_in(price("fsdp", "all_gather", GroupOp::all_gather, layer * e_, g), layer / shards);
+        const double w = gathered_bytes();
+        gather_ = with_copy_in(price("fsdp", "all_gather", GroupOp::all_gather, layer * w, g), layer / shards, w);
+        if (t_.fsdp_fp8_all_gather == Fp8AllGather::dynamic_scale) gather_ = with_dynamic_scales(gather_, layer / shards, g);
         reduce_ = price("fsdp", "reduce_scatter", GroupOp::reduce_scatter, layer * grad, g);
-        copies_ = fsdp_copies(layer, grad);
+        copies_ = fsdp_copies(layer, grad, w);
+        if (t_.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale)
+          scales_ = price("fsdp", "all_reduce (fp8 weight amaxes, once per step)", GroupOp::all_reduce,
+                          4.0 * linear_weights() * static_cast<double>(t_.model.layers), g);
       }
       if (moe) {
         const GroupLayout x = layout({MeshDim::cp, MeshDim::fsdp});
         gather_moe_ = with_copy_in(add(price("fsdp", "all_gather (MoE layer, shared weights)", GroupOp::all_gather, moe_dense * e_, g),
                                        price("fsdp", "all_gather (MoE layer, routed experts)", GroupOp::all_gather, moe_routed * e_, x)),
-                                   moe_dense / shards + moe_routed / expert_shards);
+                                   moe_dense / shards + moe_routed / expert_shards, e_);
         reduce_moe_ = add(price("fsdp", "reduce_scatter (MoE layer, shared weights)", GroupOp::reduce_scatter, moe_dense * grad, g),
                           price("fsdp", "reduce_scatter (MoE layer, routed experts)", GroupOp::reduce_scatter, moe_routed * grad, x));
-        copies_moe_ = fsdp_copies(moe_dense + moe_routed, grad);
+        copies_moe_ = fsdp_copies(moe_dense + moe_routed, grad, e_);
       }
       // The embedding and output layer are their own FSDP units in torchtitan; charged with the first and last layer.
       const double extra = t_.model.embedding_params() / tp_;
-      gather_edge_ = with_copy_in(price("fsdp", "all_gather (embedding or output layer)", GroupOp::all_gather, extra * e_, g), extra / shards);
+      gather_edge_ = with_copy_in(price("fsdp", "all_gather (embedding or output layer)", GroupOp::all_gather, extra * e_, g), extra / shards, e_);
       reduce_edge_ = price("fsdp", "reduce_scatter (embedding or output layer)", GroupOp::reduce_scatter, extra * grad, g);
-      copies_edge_ = fsdp_copies(extra, grad);
+      copies_edge_ = fsdp_copies(extra, grad, e_);
     }
     if (dp_ > 1) {
       const GroupLayout g = layout({MeshDim::dp});
@@ -137,15 +142,35 @@ class ProgramBuilder {
   // Before each all-gather, on FSDP2's copy-in stream, the local shard is cast from the fp32
   // master to the parameter dtype and copied into the all-gather input
   // (_get_param_all_gather_inputs, all_gather_copy_in): charged with the all-gather on its stream.
-  Charge with_copy_in(Charge c, double shard_params) const {
-    c.work += kernels_alone({{"fsdp.cast", ElementwiseOp{4 * shard_params, e_ * shard_params}},
-                             {"fsdp.copy_in", ElementwiseOp{e_ * shard_params, e_ * shard_params}}},
+  // `gathered`: bytes per gathered element (the parameter dtype's, or fp8's).
+  Charge with_copy_in(Charge c, double shard_params, double gathered) const {
+    c.work += kernels_alone({{"fsdp.cast", ElementwiseOp{4 * shard_params, gathered * shard_params}},
+                             {"fsdp.copy_in", ElementwiseOp{gathered * shard_params, gathered * shard_params}}},
                             hw_);
     return c;
   }
 
-  FsdpCopies fsdp_copies(double local_params, double grad_bytes) const {
-    return {kernels_alone({{"fsdp.copy_out", ElementwiseOp{e_ * local_params, e_ * local_params}}}, hw_),
+  // What a decoder layer's FSDP all-gather moves per element: its weights are all linears,
+  // cast to fp8 before the gather under FSDP2's fp8 all-gather.
+  double gathered_bytes() const { return t_.weights_gathered_in_fp8() ? dtype_bytes(Dtype::fp8) : e_; }
+  // A decoder layer's linear weights: Q, K, V, output; the FFN's up projections and down.
+  double linear_weights() const { return 4.0 + t_.model.ffn_up_projections() + 1.0; }
+
+  // Dynamic scaling without precomputed scales (torchao's hp_tensor_to_float8_dynamic with
+  // reduce_amax): before its cast each weight's shard is reduced to its absolute maximum,
+  // and that scalar all-reduced (MAX) over the FSDP group, one weight after another on the
+  // all-gather's stream.
+  Charge with_dynamic_scales(Charge c, double shard_params, const GroupLayout& g) {
+    const double per_weight = shard_params / linear_weights();
+    const Charge amax = price("fsdp", "all_reduce (fp8 weight amax, per weight and all-gather)", GroupOp::all_reduce, 4, g);
+    std::vector<std::pair<std::string, OpPayload>> passes;
+    for (int i = 0; i < static_cast<int>(linear_weights()); ++i) passes.emplace_back("fsdp.fp8_amax", ElementwiseOp{4 * per_weight, 4});
+    c.work += kernels_alone(passes, hw_) + static_cast<Tick>(linear_weights()) * amax.work;
+    return c;
+  }
+
+  FsdpCopies fsdp_copies(double local_params, double grad_bytes, double gathered) const {
+    return {kernels_alone({{"fsdp.copy_out", ElementwiseOp{gathered * local_params, gathered * local_params}}}, hw_),
             kernels_alone({{"fsdp.grad_copy_in", ElementwiseOp{e_ * local_params, grad_bytes * local_params}}}, hw_)};
   }
 
@@ -266,7 +291,18 @@ class ProgramBuilder {
     std::vector<int> deps;
     if (last_reduce >= 0) deps.push_back(last_reduce);
     if (last_all_reduce >= 0) deps.push_back(last_all_reduce);
-    compute(rank, "optimizer.step", optimizer_time(hw_, plan_.stages[static_cast<std::size_t>(rank)].shard), 0, deps);
+    const int optimizer = compute(rank, "optimizer.step", optimizer_time(hw_, plan_.stages[static_cast<std::size_t>(rank)].shard), 0, deps);
+    if (t_.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale && t_.weights_gathered_in_fp8()) precompute_scales(rank, optimizer);
+  }
+
+  // torchao's precompute_float8_dynamic_scale_for_fsdp after the optimizer step: the
+  // absolute maximum of every fp8 weight's shard (one foreach pass over them), then one
+  // all-reduce of all the maxima over the FSDP group; the next step's casts use them.
+  void precompute_scales(int rank, int optimizer) {
+    const double shard = plan_.stages[static_cast<std::size_t>(rank)].shard - plan_.stages[static_cast<std::size_t>(rank)].edge_shard;
+    const Tick amax = kernels_alone({{"fp8.amax", ElementwiseOp{4 * shard, 4 * linear_weights()}}}, hw_);
+    const int pass = compute(rank, "fp8.precompute_scales.amax", amax, 0, {optimizer});
+    comm(rank, StepStream::fsdp_reduce, "fsdp", "fsdp.all_reduce.fp8_scales", scales_, {pass});
   }
 
   // Backward passes start with the recomputation checkpointing adds (full: the forward again).
@@ -299,8 +335,12 @@ class ProgramBuilder {
         double everyone = t_.model.layer_params(), routed = 0;
         if (t_.model.moe_layer(l)) everyone = t_.model.moe_dense_params(), routed = t_.model.routed_expert_params() / ep_;
         p.largest_layer = std::max(p.largest_layer, (everyone + routed) / tp_);
-        if (l == 0) everyone += e;                   // token embedding
-        if (l == t_.model.layers - 1) everyone += e;  // output projection (untied)
+        double edge = 0;
+        if (l == 0) edge += e;                   // token embedding
+        if (l == t_.model.layers - 1) edge += e;  // output projection (untied)
+        everyone += edge;
+        p.edge += edge / tp_;
+        p.edge_shard += edge / tp_ / fsdp_;
         p.local += (everyone + routed) / tp_;
         p.shard += everyone / tp_ / fsdp_ + routed / tp_ / t_.expert_shard_ranks();
       }
@@ -319,6 +359,7 @@ class ProgramBuilder {
   int pp_ = 1, tp_ = 1, fsdp_ = 1, dp_ = 1, ep_ = 1;
   Charge gather_, reduce_, gather_edge_, reduce_edge_, all_reduce_, all_reduce_edge_, send_;
   Charge gather_moe_, reduce_moe_, all_reduce_moe_;
+  Charge scales_;  // precomputed fp8 scales: the all-reduce of every weight's amax
   FsdpCopies copies_, copies_moe_, copies_edge_;
   StepPlan plan_;
   std::vector<int> history_;

@@ -32,6 +32,7 @@ StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, c
     in.local_params = p.local;
     in.shard_params = p.shard;
     in.largest_layer = p.largest_layer;
+    in.edge_params = p.edge;
     in.peak_activations = run.sim.stages[static_cast<std::size_t>(r)].peak_activation_bytes;
     in.last_stage = r == run.plan.last_stage;
     run.memory.push_back(stage_memory(t, in, s.hardware, e));

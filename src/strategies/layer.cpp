@@ -64,15 +64,15 @@ class LayerBuilder {
 
   void ffn_backward() {
     const auto& x = sh_;
-    gather("ffn.w2.backward", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.f, x.h, x.t}, {x.f, x.h, x.tr}}});
+    gather("ffn.w2.backward", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.f, x.h, x.t}, {x.f, x.h, x.tr}}}, Weights::first_gemm);
     if (gated_) {
       local("ffn.silu_mul.backward", 3 * x.t * x.f, 2 * x.t * x.f);
       scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}});
-      gather("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
+      gather("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}}, Weights::none);
     } else {
       local("ffn.gelu.backward", 2 * x.t * x.f, x.t * x.f);
       scatter("ffn.w1.backward_input", x.tr * x.h, {{{x.t, x.h, x.f}, {x.tr, x.h, x.f}}});
-      gather("ffn.w1.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
+      gather("ffn.w1.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}}, Weights::none);
     }
     local("ffn.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
   }
@@ -80,21 +80,25 @@ class LayerBuilder {
   void attention_backward() {
     const auto& x = sh_;
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
-    gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}});
+    gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}}, Weights::first_gemm);
     attention(true);
     scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}});
     gather("attention.qkv.backward_weight", x.tr * x.h,
-           {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}});
+           {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}}, Weights::none);
     local("attention.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
   }
 
  private:
-  void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms) {
-    cast_operands(name, gemms);
+  // Which of a region's GEMMs take a weight as their [n, k] operand (the others, weight
+  // gradients, take activations or gradients there).
+  enum class Weights { every_gemm, first_gemm, none };
+
+  void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm) {
+    cast_operands(name, gemms, w);
     v_.gather(dag_, Region{prefix_ + name, pg_, linear_dtype(), shard_elems * sh_.e, std::move(gemms)});
   }
-  void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms) {
-    cast_operands(name, gemms);
+  void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm) {
+    cast_operands(name, gemms, w);
     v_.scatter(dag_, Region{prefix_ + name, pg_, linear_dtype(), chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction});
   }
   void local(const std::string& name, std::int64_t read_elems, std::int64_t write_elems) {
@@ -104,13 +108,17 @@ class LayerBuilder {
   Dtype linear_dtype() const { return sc_.workload.linear_dtype.value_or(sc_.dtype); }
   // Linears in a narrower dtype than the activations (fp8 training, torchao dynamic
   // scaling): each GEMM operand is scaled by its absolute maximum and cast before the
-  // GEMM: the shared input once, each weight (or gradient) once. Eager runs the amax
-  // reduction and the cast as two passes over the bf16 tensor; compiled code fuses them.
-  // The collectives stay in the activation dtype.
-  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms) {
+  // GEMM: the shared input once, each weight (or gradient) once, but no weight that FSDP's
+  // fp8 all-gather already cast. Eager runs the amax reduction and the cast as two passes
+  // over the bf16 tensor; compiled code fuses them. The collectives stay in the activation dtype.
+  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms, Weights weights) {
     if (linear_dtype() == sc_.dtype || gemms.empty()) return;
     double elems = static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
-    for (const auto& g : gemms) elems += static_cast<double>(g.whole.n) * static_cast<double>(g.whole.k);
+    for (std::size_t i = 0; i < gemms.size(); ++i) {
+      const bool weight = weights == Weights::every_gemm || (weights == Weights::first_gemm && i == 0);
+      if (weight && sc_.workload.weights_in_linear_dtype) continue;
+      elems += static_cast<double>(gemms[i].whole.n) * static_cast<double>(gemms[i].whole.k);
+    }
     const double passes = sc_.workload.compile ? 1.0 : 2.0;
     for (int r : ranks_)
       dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{passes * elems * sh_.e, elems * dtype_bytes(linear_dtype())});

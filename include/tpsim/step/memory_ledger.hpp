@@ -35,6 +35,7 @@ struct StageMemoryInput {
   double local_params = 0;    // this rank's parameters of the stage after TP and EP, before FSDP
   double shard_params = 0;    // its FSDP shard
   double largest_layer = 0;   // its largest layer after TP and EP (FSDP gathers one at a time)
+  double edge_params = 0;     // of local_params: the embedding's and output layer's
   double peak_activations = 0;  // from the simulated schedule
   bool last_stage = false;
 };

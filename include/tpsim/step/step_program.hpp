@@ -25,6 +25,7 @@ struct StageParams {
   double local = 0;          // on one of its ranks after TP and EP (before FSDP sharding)
   double shard = 0;          // that rank's FSDP shard (what the optimizer steps)
   double largest_layer = 0;  // its largest layer on one rank after TP and EP (what FSDP gathers)
+  double edge = 0, edge_shard = 0;  // of `local` and `shard`: the embedding's and output layer's
 };
 
 struct LayerPasses {

@@ -47,7 +47,8 @@ double model_flops_per_token(const TrainingStepSpec& t);
 
 StepResult run_training_step(const Scenario& s);
 // One variant from its layer costs (simulate_layer_costs), which depend only on the TP
-// group, the microbatch, checkpointing and the linears: a search over meshes reuses them.
+// group, the microbatch, checkpointing and the linears (and whether FSDP gathers their
+// weights in fp8): a search over meshes reuses them.
 StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, const LayerCosts& costs);
 
 }  // namespace tpsim

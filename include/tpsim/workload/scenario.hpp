@@ -30,6 +30,9 @@ struct Workload {
   int layers = 1;
   std::optional<Dtype> linear_dtype;  // GEMMs of the linears, when not the scenario's dtype (fp8 training)
   bool compile = false;               // torch.compile: residual adds fused with the next norm, casts fused
+  // The linears' weights arrive in linear_dtype (FSDP2's fp8 all-gather cast them): only
+  // the activations and gradients are cast before the GEMMs.
+  bool weights_in_linear_dtype = false;
   // Sequence parallelism (Megatron-LM 2022): between TP regions each rank holds 1/G of the
   // tokens, regions all-gather and reduce-scatter. Without it every rank holds all tokens,
   // norms and residuals run replicated, and row-parallel outputs (forward) and

@@ -46,6 +46,12 @@ struct AttentionChoice {
 std::string_view checkpointing_name(Checkpointing c);
 std::string_view pipeline_schedule_name(PipelineSchedule p);
 std::string_view cp_method_name(CpMethod m);
+// FSDP2's float8 all-gather of the fp8 linears' weights (torchao float8/fsdp_utils.py,
+// torchtitan's enable_fsdp_float8_all_gather): each shard is cast to fp8 before the
+// all-gather, with its scale from an amax all-reduce per weight at that moment
+// (dynamic), or from one all-reduce of every weight's amax after the optimizer step
+// (precompute_float8_dynamic_scale_for_fsdp).
+enum class Fp8AllGather { off, dynamic_scale, precomputed_scale };
 
 struct TrainingStepSpec {
   ModelShape model;
@@ -62,6 +68,8 @@ struct TrainingStepSpec {
   bool pp_p2p_blocking = false;
   Dtype grad_reduce_dtype = Dtype::fp32;  // FSDP2 / DDP gradient reduction (torchtitan's default: fp32)
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
+  Fp8AllGather fsdp_fp8_all_gather = Fp8AllGather::off;  // with fp8 linears only
+  bool fsdp_fp8_all_gather_ignored = false;  // asked for without FSDP: nothing to cast
   bool compile = false;                   // torch.compile: element-wise chains fused
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
   AttentionChoice attention;
@@ -93,6 +101,8 @@ struct TrainingStepSpec {
   }
   std::int64_t global_tokens() const { return local_batch * seq_len * data_parallel(); }
   int chunks() const { return mesh.size(MeshDim::pp) * virtual_stages; }
+  // The decoder layers' linear weights reach their GEMMs already in fp8 (gathered so).
+  bool weights_gathered_in_fp8() const { return fsdp_fp8_all_gather != Fp8AllGather::off && shard_ranks() > 1; }
 };
 
 }  // namespace tpsim
