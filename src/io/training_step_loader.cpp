@@ -195,7 +195,8 @@ Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, TrainingStepSpec& t) {
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
-          "moe_dispatch_chunks", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale"};
+          "moe_dispatch_chunks", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
+          "tp_fp8_all_gather"};
 }
 
 AttentionChoice parse_attention_choice(const ObjectReader& w) {
@@ -249,6 +250,9 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     t.linear_dtype = *d;
   }
   t.fsdp_fp8_all_gather = parse_fp8_all_gather(w, t);
+  t.tp_fp8_all_gather = w.optional_bool("tp_fp8_all_gather").value_or(t.linear_dtype == Dtype::fp8);
+  if (t.tp_fp8_all_gather && t.linear_dtype != Dtype::fp8)
+    fail_at(w.child_path("tp_fp8_all_gather"), "gathers the inputs of fp8 linears: it needs \"linear_dtype\": \"fp8\"");
   t.compile = w.optional_bool("compile").value_or(false);
   t.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
   // Context parallelism's attention loop and the MoE dispatch are built on sequence-parallel

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tpsim/io/json_numbers.hpp"
 #include "tpsim/io/printable.hpp"
@@ -33,9 +34,15 @@ std::string format_step_table(const StepResult& r) {
                         t.microbatch_sequences())
           : t.microbatches > 1 ? fmt::format(", gradient accumulation over {} microbatches of {}", t.microbatches, t.microbatch_sequences())
                                : "";
-  const std::string fp8_gather = !t.weights_gathered_in_fp8() ? ""
-                                 : t.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale ? " gathered in fp8 (precomputed scales)"
-                                                                                             : " gathered in fp8";
+  std::vector<std::string> fp8_gathers;
+  if (t.tp_fp8_all_gather && t.sequence_parallel && t.mesh.size(MeshDim::tp) > 1) fp8_gathers.emplace_back("TP");
+  if (t.weights_gathered_in_fp8()) fp8_gathers.emplace_back("FSDP");
+  const std::string fp8_gather =
+      fp8_gathers.empty() ? ""
+                          : fmt::format(" ({} all-gathers in fp8{})", fmt::join(fp8_gathers, " and "),
+                                        t.weights_gathered_in_fp8() && t.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale
+                                            ? ", precomputed weight scales"
+                                            : "");
   const std::string linears = t.linear_dtype ? fmt::format(", {} linears{}", dtype_name(*t.linear_dtype), fp8_gather) : "";
   const std::string cp = t.mesh.size(MeshDim::cp) > 1 ? fmt::format(", cp_method {}", cp_method_name(t.cp_method)) : "";
   const std::string attention =

@@ -93,9 +93,19 @@ class LayerBuilder {
   // gradients, take activations or gradients there).
   enum class Weights { every_gemm, first_gemm, none };
 
+  // With fp8 linears and torchao's float8 TP (Float8ColwiseParallel, Float8RowwiseParallel,
+  // PrepareFloat8ModuleInput: float8/float8_tensor_parallel.py) the gathered operand, the
+  // input forward and the output gradient backward, is cast on its shard before the
+  // all-gather, with a tensor-wide scale: its amax is all-reduced over the TP group first.
   void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm) {
-    cast_operands(name, gemms, w);
-    v_.gather(dag_, Region{prefix_ + name, pg_, linear_dtype(), shard_elems * sh_.e, std::move(gemms)});
+    const bool fp8 = gathers_in_linear_dtype();
+    if (fp8) {
+      const int group = dag_.new_group(pg_);
+      for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".amax_all_reduce", CollectiveOp{CollectiveKind::all_reduce, 4, group});
+    }
+    cast_operands(name, gemms, w, fp8 ? static_cast<double>(shard_elems) : -1);
+    const double e = fp8 ? dtype_bytes(linear_dtype()) : sh_.e;
+    v_.gather(dag_, Region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * e, std::move(gemms)});
   }
   void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm) {
     cast_operands(name, gemms, w);
@@ -106,14 +116,19 @@ class LayerBuilder {
       dag_.add(r, kCompute, prefix_ + name, ElementwiseOp{read_elems * sh_.e, write_elems * sh_.e});
   }
   Dtype linear_dtype() const { return sc_.workload.linear_dtype.value_or(sc_.dtype); }
+  bool gathers_in_linear_dtype() const {
+    return sc_.workload.tp_gathers_in_linear_dtype && linear_dtype() != sc_.dtype && sc_.workload.sequence_parallel && ranks_.size() > 1;
+  }
   // Linears in a narrower dtype than the activations (fp8 training, torchao dynamic
   // scaling): each GEMM operand is scaled by its absolute maximum and cast before the
   // GEMM: the shared input once, each weight (or gradient) once, but no weight that FSDP's
   // fp8 all-gather already cast. Eager runs the amax reduction and the cast as two passes
   // over the bf16 tensor; compiled code fuses them. The collectives stay in the activation dtype.
-  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms, Weights weights) {
+  // `shared_elems`: the shared operand's elements where it is cast before it is gathered
+  // (its shard); otherwise (< 0) the whole GEMM's.
+  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms, Weights weights, double shared_elems = -1) {
     if (linear_dtype() == sc_.dtype || gemms.empty()) return;
-    double elems = static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
+    double elems = shared_elems >= 0 ? shared_elems : static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
     for (std::size_t i = 0; i < gemms.size(); ++i) {
       const bool weight = weights == Weights::every_gemm || (weights == Weights::first_gemm && i == 0);
       if (weight && sc_.workload.weights_in_linear_dtype) continue;

@@ -75,7 +75,7 @@ std::vector<std::string> sweepable_fields() {
           "workload.mesh_order", "workload.activation_checkpoint", "workload.pp_schedule", "workload.microbatches",
           "workload.virtual_stages", "workload.linear_dtype", "workload.compile", "workload.grad_reduce_dtype",
           "workload.attention", "workload.attention_dropout", "workload.pp_p2p", "workload.sequence_parallel",
-          "workload.fsdp_fp8_all_gather", "workload.fsdp_fp8_precompute_scale",
+          "workload.fsdp_fp8_all_gather", "workload.fsdp_fp8_precompute_scale", "workload.tp_fp8_all_gather",
           "workload.model.layers", "workload.model.vocab"};
 }
 

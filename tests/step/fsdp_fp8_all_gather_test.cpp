@@ -116,4 +116,13 @@ TEST_CASE("The fp8 all-gather keys are checked", "[step][fsdp][fp8][input]") {
   fails(R"(, "linear_dtype": "fp8", "fsdp_fp8_precompute_scale": true)", "$.workload.fsdp_fp8_precompute_scale: applies to");
   fails(R"(, "linear_dtype": "fp8", "fsdp_fp8_all_gather": "yes")", "$.workload.fsdp_fp8_all_gather");
   fails(R"(, "linear_dtype": "fp8", "fsdp_fp8_all_gather": true)", "experts");
+  fails(R"(, "tp_fp8_all_gather": true)", "$.workload.tp_fp8_all_gather: gathers the inputs of fp8 linears");
+}
+
+TEST_CASE("TP all-gathers follow the linears' dtype unless told otherwise", "[step][fp8]") {
+  CHECK(scenario(kFsdp, 128, "").workload.step.tp_fp8_all_gather);
+  CHECK_FALSE(scenario(kFsdp, 128, R"(, "tp_fp8_all_gather": false)").workload.step.tp_fp8_all_gather);
+  const StepVariantRun fp8 = run(kFsdp, 128), bf16_gathers = run(kFsdp, 128, R"(, "tp_fp8_all_gather": false)");
+  CHECK(fp8.costs.forward < bf16_gathers.costs.forward);
+  CHECK(fp8.costs.forward_exposed_comm < bf16_gathers.costs.forward_exposed_comm);
 }

@@ -33,6 +33,8 @@ struct Workload {
   // The linears' weights arrive in linear_dtype (FSDP2's fp8 all-gather cast them): only
   // the activations and gradients are cast before the GEMMs.
   bool weights_in_linear_dtype = false;
+  // The TP all-gathers carry linear_dtype (fp8 cast on the shard before the gather).
+  bool tp_gathers_in_linear_dtype = false;
   // Sequence parallelism (Megatron-LM 2022): between TP regions each rank holds 1/G of the
   // tokens, regions all-gather and reduce-scatter. Without it every rank holds all tokens,
   // norms and residuals run replicated, and row-parallel outputs (forward) and

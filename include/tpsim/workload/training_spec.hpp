@@ -70,6 +70,9 @@ struct TrainingStepSpec {
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
   Fp8AllGather fsdp_fp8_all_gather = Fp8AllGather::off;  // with fp8 linears only
   bool fsdp_fp8_all_gather_ignored = false;  // asked for without FSDP: nothing to cast
+  // With fp8 linears, TP's all-gathers (inputs forward, output gradients backward) in fp8:
+  // torchtitan's default for tensorwise float8 with TP (torchao's Float8ColwiseParallel).
+  bool tp_fp8_all_gather = false;
   bool compile = false;                   // torch.compile: element-wise chains fused
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
   AttentionChoice attention;
