@@ -116,8 +116,16 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   if ((md.kv_heads >= tp && md.kv_heads % tp != 0) || (md.kv_heads < tp && tp % md.kv_heads != 0))
     fail_at(mp + ".kv_heads", fmt::format("{} KV heads can be neither split nor replicated evenly over tp {}", md.kv_heads, tp));
   if (md.kv_heads > md.heads) fail_at(mp + ".kv_heads", "more KV heads than attention heads");
-  if (md.layers < t.chunks())
-    fail_at(mp, fmt::format("{} layers cannot fill {} pipeline stages x {} virtual stages", md.layers, pp, t.virtual_stages));
+  // torchtitan's generate_llm_fqn_per_model_part: every chunk holds at least one layer's
+  // worth, and the first and last at least the embedding's and output's weight.
+  const std::int64_t effective = md.layers + t.pp_embedding_weight + t.pp_output_weight, per_chunk = effective / t.chunks();
+  if (per_chunk < 1)
+    fail_at(mp, fmt::format("{} layers{} cannot fill {} pipeline stages x {} virtual stages", md.layers,
+                            effective > md.layers ? fmt::format(" (and the embedding and output, counted as {})", effective - md.layers) : "",
+                            pp, t.virtual_stages));
+  if (t.pp_embedding_weight > per_chunk || t.pp_output_weight > per_chunk)
+    fail_at(w.child_path(t.pp_embedding_weight > per_chunk ? "pp_first_stage_less_layers" : "pp_last_stage_less_layers"),
+            fmt::format("is more than the {} layers a chunk holds ({} layers over {} chunks)", per_chunk, effective, t.chunks()));
   if (t.local_batch % t.microbatches != 0)
     fail_at(w.child_path("microbatches"), fmt::format("{} microbatches do not divide the local batch of {} sequences", t.microbatches, t.local_batch));
   // Context parallelism gives each rank two of 2 x cp equal chunks of every sequence
@@ -196,7 +204,7 @@ std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
           "moe_dispatch_chunks", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
-          "tp_fp8_all_gather"};
+          "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers"};
 }
 
 AttentionChoice parse_attention_choice(const ObjectReader& w) {
@@ -236,8 +244,18 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   // batch; a schedule, virtual stages, or microbatches that do not divide it are pipeline
   // settings with nothing to apply to (a note says so).
   t.pp_p2p_blocking = parse_choice(w, "pp_p2p", false, {{"async", false}, {"blocking", true}});
+  for (const auto& [key, weight] : {std::pair{"pp_first_stage_less_layers", &t.pp_embedding_weight}, std::pair{"pp_last_stage_less_layers", &t.pp_output_weight}}) {
+    if (!w.has(key)) continue;
+    const Json& v = w.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 64)
+      fail_at(w.child_path(key), fmt::format("must be a whole number of layers from 0 to 64, got {}", v.dump()));
+    *weight = static_cast<int>(v.get<std::int64_t>());
+  }
   if (t.mesh.size(MeshDim::pp) == 1) {
-    if (w.has("pp_schedule") || w.has("virtual_stages") || w.has("pp_p2p") || t.local_batch % t.microbatches != 0) t.pipeline_settings_ignored = true;
+    if (w.has("pp_schedule") || w.has("virtual_stages") || w.has("pp_p2p") || w.has("pp_first_stage_less_layers") ||
+        w.has("pp_last_stage_less_layers") || t.local_batch % t.microbatches != 0)
+      t.pipeline_settings_ignored = true;
+    t.pp_embedding_weight = t.pp_output_weight = 0;
     if (t.local_batch % t.microbatches != 0) t.microbatches = 1;
     t.virtual_stages = 1;
     t.schedule = PipelineSchedule::one_f_one_b;
@@ -306,9 +324,9 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
                                 tp_group.nodes, tp_group.per_node));
   if (step.pipeline_settings_ignored)
     notes.push_back(step.microbatches > 1
-                        ? fmt::format("pp is 1: pp_schedule, virtual_stages and pp_p2p apply to a pipeline; the {} microbatches are gradient accumulation",
+                        ? fmt::format("pp is 1: pp_schedule, virtual_stages, pp_p2p and the pp_*_less_layers apply to a pipeline; the {} microbatches are gradient accumulation",
                                       step.microbatches)
-                        : "pp is 1: microbatches (they do not divide the local batch), pp_schedule, virtual_stages and pp_p2p apply to a "
+                        : "pp is 1: microbatches (they do not divide the local batch), pp_schedule, virtual_stages, pp_p2p and the pp_*_less_layers apply to a "
                           "pipeline; the local batch runs as one pass");
   if (step.fsdp_fp8_all_gather_ignored) notes.push_back("no FSDP (fsdp x cp x ep is 1): fsdp_fp8_all_gather has no all-gather to apply to");
   if (step.cp_method_ignored) notes.push_back("cp is 1: cp_method applies to context parallelism and is not used");

@@ -60,17 +60,28 @@ class ProgramBuilder {
   }
 
  private:
-  // Layers over chunks as evenly as they go; the first chunks take one more.
+  // Layers over chunks as evenly as they go, the first chunks taking one more, with the
+  // embedding and output layer counted as pp_first/last_stage_less_layers layers
+  // (torchtitan's generate_llm_fqn_per_model_part, torchtitan/distributed/pipeline_parallel.py).
+  // A first or last chunk left with no decoder layer holds the embedding or output alone.
   void split_layers() {
     const int chunks = t_.chunks();
     const auto layers = static_cast<int>(t_.model.layers);
+    const int effective = layers + t_.pp_embedding_weight + t_.pp_output_weight;
     int next = 0;
     for (int c = 0; c < chunks; ++c) {
-      const int n = layers / chunks + (c < layers % chunks ? 1 : 0);
+      int n = effective / chunks + (c < effective % chunks ? 1 : 0);
+      if (c == 0) n -= t_.pp_embedding_weight;
+      if (c == chunks - 1) n -= t_.pp_output_weight;
       std::vector<int> ids;
-      for (int i = 0; i < n; ++i) ids.push_back(next++);
+      for (int i = 0; i < n && next < layers; ++i) ids.push_back(next++);
+      if (ids.empty() && c == 0) ids.push_back(kEmbeddingAlone);
+      if (ids.empty() && c == chunks - 1) ids.push_back(kOutputAlone);
+      if (ids.empty()) throw std::logic_error("a pipeline chunk without layers");
       plan_.layers_of_chunk.push_back(std::move(ids));
     }
+    embedding_alone_ = plan_.layers_of_chunk.front().front() == kEmbeddingAlone;
+    output_alone_ = plan_.layers_of_chunk.back().back() == kOutputAlone;
     plan_.last_stage = (chunks - 1) % pp_;
   }
 
@@ -178,7 +189,7 @@ class ProgramBuilder {
   // chunk_cat before its reduce-scatter.
   Tick fsdp_copy_time(int layer, bool moe, bool gathered, bool reduced) const {
     const FsdpCopies& c = moe ? copies_moe_ : copies_;
-    Tick t = (gathered ? c.copy_out : 0) + (reduced ? c.grad_copy_in : 0);
+    Tick t = layer < 0 ? 0 : (gathered ? c.copy_out : 0) + (reduced ? c.grad_copy_in : 0);
     if (edge(layer)) t += (gathered ? copies_edge_.copy_out : 0) + (reduced ? copies_edge_.grad_copy_in : 0);
     return t;
   }
@@ -216,7 +227,21 @@ class ProgramBuilder {
     return {history_[history_.size() - 2]};
   }
 
-  bool edge(int layer) const { return layer == 0 || layer == t_.model.layers - 1; }
+  // Whether `layer`'s pass carries the embedding or the output layer (and their FSDP unit).
+  bool with_embedding(int layer) const { return layer == kEmbeddingAlone || (layer == 0 && !embedding_alone_); }
+  bool with_output(int layer) const { return layer == kOutputAlone || (layer == t_.model.layers - 1 && !output_alone_); }
+  bool edge(int layer) const { return with_embedding(layer) || with_output(layer); }
+  // The FSDP charge of `layer`'s unit, with the embedding's or output's where it carries them.
+  Charge unit(int layer, const Charge& dense, const Charge& moe, const Charge& edge_unit) const {
+    if (layer < 0) return edge_unit;
+    const Charge& c = is_moe(layer) ? moe : dense;
+    return edge(layer) ? add(c, edge_unit) : c;
+  }
+  std::string pass_name(int layer, const char* pass, const std::string& mb) const {
+    if (layer == kEmbeddingAlone) return fmt::format("embedding.{}.{}", pass, mb);
+    if (layer == kOutputAlone) return fmt::format("output.{}.{}", pass, mb);
+    return fmt::format("layer{}.{}.{}", layer, pass, mb);
+  }
 
   void build_rank(int rank) {
     history_.clear();
@@ -236,17 +261,16 @@ class ProgramBuilder {
         for (std::size_t i = 0; i < layers.size(); ++i) {
           const int l = layers[i];
           std::vector<int> deps;
-          const bool moe = is_moe(l);
+          const bool moe = is_moe(l), decoder = l >= 0;
           if (fsdp_ > 1 && !(keep && gathered[l])) {
             gathered[l] = true;
-            const Charge& g = moe ? gather_moe_ : gather_;
-            const Charge ch = edge(l) ? add(g, gather_edge_) : g;
-            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fmt::format("fsdp.all_gather.layer{}", l), ch, gather_window()));
+            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fsdp_name("fsdp.all_gather", l, ""), unit(l, gather_, gather_moe_, gather_edge_),
+                                gather_window()));
           }
-          const Tick work = (moe ? c_.moe->forward : c_.forward) + (l == 0 ? c_.embedding_forward : 0) +
-                            (l == t_.model.layers - 1 ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
-          last = compute(rank, fmt::format("layer{}.forward.{}", l, mb), work, moe ? moe_act : dense_act, deps, moe ? 2 : 0);
-          ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
+          const Tick work = (!decoder ? 0 : moe ? c_.moe->forward : c_.forward) + (with_embedding(l) ? c_.embedding_forward : 0) +
+                            (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
+          last = compute(rank, pass_name(l, "forward", mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps, !decoder ? -1 : moe ? 2 : 0);
+          if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
         if (w.chunk < last_chunk)
@@ -257,30 +281,25 @@ class ProgramBuilder {
         for (std::size_t i = layers.size(); i-- > 0;) {
           const int l = layers[i];
           std::vector<int> deps;
-          const bool moe = is_moe(l);
-          if (fsdp_ > 1 && !keep) {
-            const Charge& g = moe ? gather_moe_ : gather_;
-            const Charge ch = edge(l) ? add(g, gather_edge_) : g;
-            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fmt::format("fsdp.all_gather.layer{}.backward", l), ch, gather_window()));
-          }
+          const bool moe = is_moe(l), decoder = l >= 0;
+          if (fsdp_ > 1 && !keep)
+            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fsdp_name("fsdp.all_gather", l, ".backward"),
+                                unit(l, gather_, gather_moe_, gather_edge_), gather_window()));
           const bool reduces = fsdp_ > 1 && (!keep || final_backward);
-          const Tick work = (moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute) +
-                            (l == 0 ? c_.embedding_backward : 0) + (l == t_.model.layers - 1 ? c_.output_backward : 0) +
+          const Tick work = (!decoder ? 0 : moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute) +
+                            (with_embedding(l) ? c_.embedding_backward : 0) + (with_output(l) ? c_.output_backward : 0) +
                             fsdp_copy_time(l, moe, !deps.empty(), reduces);
-          last = compute(rank, fmt::format("layer{}.backward.{}", l, mb), work, -(moe ? moe_act : dense_act), deps, moe ? 3 : 1);
-          ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
+          last = compute(rank, pass_name(l, "backward", mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps, !decoder ? -1 : moe ? 3 : 1);
+          if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
           if (i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
           int grads_ready = last;
-          if (reduces) {
-            const Charge& r = moe ? reduce_moe_ : reduce_;
-            const Charge ch = edge(l) ? add(r, reduce_edge_) : r;
-            grads_ready = last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", fmt::format("fsdp.reduce_scatter.layer{}", l), ch, {last});
-          }
+          if (reduces)
+            grads_ready = last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", fsdp_name("fsdp.reduce_scatter", l, ""),
+                                             unit(l, reduce_, reduce_moe_, reduce_edge_), {last});
           // DDP reduces once, after the last microbatch; HSDP after every reduce-scatter.
           if (dp_ > 1 && ((fsdp_ > 1 && grads_ready != last) || (fsdp_ == 1 && final_backward))) {
-            const Charge& a = moe ? all_reduce_moe_ : all_reduce_;
-            const Charge ch = edge(l) ? add(a, all_reduce_edge_) : a;
-            last_all_reduce = comm(rank, StepStream::dp_reduce, "dp", fmt::format("dp.all_reduce.layer{}", l), ch, {grads_ready});
+            last_all_reduce = comm(rank, StepStream::dp_reduce, "dp", fsdp_name("dp.all_reduce", l, ""),
+                                   unit(l, all_reduce_, all_reduce_moe_, all_reduce_edge_), {grads_ready});
           }
         }
         if (w.chunk > 0)
@@ -323,7 +342,13 @@ class ProgramBuilder {
     }
   }
 
-  bool is_moe(int layer) const { return c_.moe.has_value() && t_.model.moe_layer(layer); }
+  bool is_moe(int layer) const { return layer >= 0 && c_.moe.has_value() && t_.model.moe_layer(layer); }
+  // A collective's task name for a layer's (or the embedding's or output's) unit.
+  static std::string fsdp_name(const char* what, int layer, const char* suffix) {
+    if (layer == kEmbeddingAlone) return fmt::format("{}.embedding{}", what, suffix);
+    if (layer == kOutputAlone) return fmt::format("{}.output{}", what, suffix);
+    return fmt::format("{}.layer{}{}", what, layer, suffix);
+  }
 
   // A stage's parameters on one of its ranks after TP and EP, and that rank's FSDP shard; and
   // its largest layer on this rank (what FSDP gathers at a time).
@@ -332,12 +357,12 @@ class ProgramBuilder {
     const double e = t_.model.embedding_params();
     for (int c = rank; c < t_.chunks(); c += pp_)
       for (int l : plan_.layers_of_chunk[static_cast<std::size_t>(c)]) {
-        double everyone = t_.model.layer_params(), routed = 0;
-        if (t_.model.moe_layer(l)) everyone = t_.model.moe_dense_params(), routed = t_.model.routed_expert_params() / ep_;
+        double everyone = l < 0 ? 0 : t_.model.layer_params(), routed = 0;
+        if (l >= 0 && t_.model.moe_layer(l)) everyone = t_.model.moe_dense_params(), routed = t_.model.routed_expert_params() / ep_;
         p.largest_layer = std::max(p.largest_layer, (everyone + routed) / tp_);
         double edge = 0;
-        if (l == 0) edge += e;                   // token embedding
-        if (l == t_.model.layers - 1) edge += e;  // output projection (untied)
+        if (with_embedding(l)) edge += e;  // token embedding
+        if (with_output(l)) edge += e;     // output projection (untied)
         everyone += edge;
         p.edge += edge / tp_;
         p.edge_shard += edge / tp_ / fsdp_;
@@ -364,6 +389,9 @@ class ProgramBuilder {
   StepPlan plan_;
   std::vector<int> history_;
   int unwaited_send_ = -1;  // blocking p2p: the send the stage's next pass waits for
+  // Entries of layers_of_chunk for a first or last chunk with no decoder layer.
+  static constexpr int kEmbeddingAlone = -1, kOutputAlone = -2;
+  bool embedding_alone_ = false, output_alone_ = false;
   std::map<std::int64_t, int> sends_;
   std::vector<std::pair<int, std::int64_t>> pending_;
 };

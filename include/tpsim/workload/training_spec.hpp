@@ -62,6 +62,11 @@ struct TrainingStepSpec {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int microbatches = 1;     // pipeline microbatches the local batch is cut into (1 without a pipeline)
   int virtual_stages = 1;   // model chunks per pipeline rank (interleaved 1F1B)
+  // The embedding and the output layer (final norm, projection, loss) each count as this many
+  // decoder layers when the layers are split over the pipeline's chunks: torchtitan's
+  // pipeline_parallel_first/last_stage_less_layers (its default 1, 1; Llama 3's balance), or
+  // 0 as Megatron-LM by default (account_for_embedding/loss_in_pipeline_split off).
+  int pp_embedding_weight = 0, pp_output_weight = 0;
   // Pipeline sends and receives: asynchronous (PyTorch's pipelining: the next pass does not
   // wait for a send), or blocking as Megatron-LM's default (overlap_p2p_comm off: each
   // send's request is waited on before the stage's next pass).
