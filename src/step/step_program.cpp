@@ -125,7 +125,8 @@ class ProgramBuilder {
                           price("fsdp", "reduce_scatter (MoE layer, routed experts)", GroupOp::reduce_scatter, moe_routed * grad, x));
         copies_moe_ = fsdp_copies(moe_dense + moe_routed, grad, e_);
       }
-      // The embedding and output layer are their own FSDP units in torchtitan; charged with the first and last layer.
+      // The embedding and output layer are their own FSDP units in torchtitan; charged with the first and last
+      // layer, or alone where a pipeline chunk holds nothing else.
       const double extra = t_.model.embedding_params() / tp_;
       gather_edge_ = with_copy_in(price("fsdp", "all_gather (embedding or output layer)", GroupOp::all_gather, extra * e_, g), extra / shards, e_);
       reduce_edge_ = price("fsdp", "reduce_scatter (embedding or output layer)", GroupOp::reduce_scatter, extra * grad, g);

@@ -76,6 +76,7 @@ std::vector<std::string> sweepable_fields() {
           "workload.virtual_stages", "workload.linear_dtype", "workload.compile", "workload.grad_reduce_dtype",
           "workload.attention", "workload.attention_dropout", "workload.pp_p2p", "workload.sequence_parallel",
           "workload.fsdp_fp8_all_gather", "workload.fsdp_fp8_precompute_scale", "workload.tp_fp8_all_gather",
+          "workload.pp_first_stage_less_layers", "workload.pp_last_stage_less_layers",
           "workload.model.layers", "workload.model.vocab"};
 }
 
