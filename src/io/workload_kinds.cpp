@@ -64,6 +64,7 @@ Workload parse_layers(const ObjectReader& w, int gpus) {
   else if (pass == "forward_backward") wl.pass = Pass::forward_backward;
   else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
   wl.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
+  wl.tp_saves_gathered_input = parse_tp_weight_grad_input(w);
   wl.attention = parse_attention_choice(w);  // ffn's table keys leave these out: flash, unused
   const std::int64_t layers = w.positive_int_or("layers", 1);
   if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
@@ -159,8 +160,9 @@ std::vector<std::string> check_step_hardware(Scenario& s, bool variants_listed) 
 }
 
 // The FFN half has no attention, so its keys leave out the attention choice.
-const std::vector<std::string> kFfnKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel"};
-const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "attention", "attention_dropout"};
+const std::vector<std::string> kFfnKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "tp_weight_grad_input"};
+const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "tp_weight_grad_input",
+                                             "attention", "attention_dropout"};
 const std::vector<std::string> kGemmKeys = {"m", "k", "n"};
 
 }  // namespace

@@ -39,15 +39,18 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
   // sharded over TP with sequence parallelism and whole on every TP rank without it
   // (Korthikanti et al. 2022: 34sbh/t with, sbh(10 + 24/t) without).
   const double hs = t.sequence_parallel ? h : h * tp;
+  // The norm outputs the QKV and w1/w3 GEMMs read: kept sharded and gathered again in
+  // backward (Megatron-LM), or kept as gathered, whole on every TP rank (PyTorch TP).
+  const double norm_out = t.tp_saves_gathered_input ? h * tp : hs;
   double per_token = 0;  // elements on one TP rank, times tp
   const bool unfused = t.attention.impl == AttentionImpl::unfused;
-  const double everything = 4 * hs + q + 2 * kv + q + ffn_kept + ffn_recomputed;
+  const double everything = 2 * hs + 2 * norm_out + q + 2 * kv + q + ffn_kept + ffn_recomputed;
   switch (mode) {
     case Checkpointing::none: per_token = everything; break;
     // Unfused attention: Megatron-LM's selective recomputation drops the attention core's
     // [s, s] tensors and keeps the rest (Korthikanti et al. 2022); flash attention has none,
     // so selective drops the norm outputs and the FFN activation instead.
-    case Checkpointing::selective: per_token = unfused ? everything : everything - 2 * hs - ffn_recomputed; break;
+    case Checkpointing::selective: per_token = unfused ? everything : everything - 2 * norm_out - ffn_recomputed; break;
     case Checkpointing::full: per_token = hs; break;
   }
   double bytes = tokens * per_token / tp * element_bytes;

@@ -68,11 +68,11 @@ class LayerBuilder {
     if (gated_) {
       local("ffn.silu_mul.backward", 3 * x.t * x.f, 2 * x.t * x.f);
       scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}});
-      gather("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}}, Weights::none);
+      weight_gradient("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     } else {
       local("ffn.gelu.backward", 2 * x.t * x.f, x.t * x.f);
       scatter("ffn.w1.backward_input", x.tr * x.h, {{{x.t, x.h, x.f}, {x.tr, x.h, x.f}}});
-      gather("ffn.w1.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}}, Weights::none);
+      weight_gradient("ffn.w1.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     }
     local("ffn.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
   }
@@ -83,8 +83,8 @@ class LayerBuilder {
     gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}}, Weights::first_gemm);
     attention(true);
     scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}});
-    gather("attention.qkv.backward_weight", x.tr * x.h,
-           {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}}, Weights::none);
+    weight_gradient("attention.qkv.backward_weight", x.tr * x.h,
+           {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}});
     local("attention.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
   }
 
@@ -106,6 +106,13 @@ class LayerBuilder {
     cast_operands(name, gemms, w, fp8 ? static_cast<double>(shard_elems) : -1);
     const double e = fp8 ? dtype_bytes(linear_dtype()) : sh_.e;
     v_.gather(dag_, Region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * e, std::move(gemms)});
+  }
+  // A column-parallel linear's weight gradient: on its input gathered again (Megatron-LM's
+  // sequence parallelism), or on the gathered input autograd kept from forward (PyTorch TP).
+  void weight_gradient(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms) {
+    if (!sc_.workload.tp_saves_gathered_input) return gather(name, shard_elems, std::move(gemms), Weights::none);
+    cast_operands(name, gemms, Weights::none);
+    gather_replicated(dag_, Region{prefix_ + name, pg_, linear_dtype(), 0, std::move(gemms)});
   }
   void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm) {
     cast_operands(name, gemms, w);

@@ -15,6 +15,8 @@ std::vector<std::string> training_step_keys();
 TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus);
 // "attention" ("flash" | "unfused") and "attention_dropout" of a layer or step workload.
 AttentionChoice parse_attention_choice(const ObjectReader& w);
+// "tp_weight_grad_input": "regather" (false, Megatron-LM) or "saved" (true, PyTorch TP).
+bool parse_tp_weight_grad_input(const ObjectReader& w);
 // What the hardware must describe for this mesh: memory capacity, and a cluster
 // network when the mesh spans nodes. Returns notes worth a line to the user.
 std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, std::int64_t gpus, const HardwareSpec& hw);

@@ -23,7 +23,8 @@ struct MemoryLedger {
 // Activation bytes one decoder layer keeps per microbatch on one TP rank until its
 // backward (bf16 with sequence parallelism; flash attention keeps no score matrix):
 //   none:      attention-norm input and output, Q, K, V, attention output, residual,
-//              FFN-norm input and output, w1 and w3 outputs, SiLU*mul output;
+//              FFN-norm input and output, w1 and w3 outputs, SiLU*mul output (the norm
+//              outputs whole on every TP rank when PyTorch TP keeps them gathered);
 //   selective: the same without the norm outputs and SiLU*mul output (recomputed);
 //   full:      the layer's input only (the rest is rebuilt in backward).
 // A MoE layer (`moe`) keeps, in place of the FFN's, the shared experts' and per routed token

@@ -40,6 +40,10 @@ struct Workload {
   // norms and residuals run replicated, and row-parallel outputs (forward) and
   // column-parallel input gradients (backward) are all-reduced.
   bool sequence_parallel = true;
+  // What a column-parallel linear's weight gradient reads in backward under sequence
+  // parallelism: its input gathered again (Megatron-LM), or the gathered input autograd
+  // saved in forward (PyTorch's DTensor TP and async TP), with no all-gather.
+  bool tp_saves_gathered_input = false;
   AttentionChoice attention;
   TrainingStepSpec step;  // training_step only
   std::int64_t n_total() const {

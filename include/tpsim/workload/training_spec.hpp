@@ -80,6 +80,7 @@ struct TrainingStepSpec {
   bool tp_fp8_all_gather = false;
   bool compile = false;                   // torch.compile: element-wise chains fused
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
+  bool tp_saves_gathered_input = false;   // tp_weight_grad_input "saved" (PyTorch) or "regather" (Megatron-LM)
   AttentionChoice attention;
   bool pipeline_settings_ignored = false; // microbatches or a schedule given without a pipeline
   CpMethod cp_method = CpMethod::allgather;
