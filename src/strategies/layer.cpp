@@ -130,7 +130,9 @@ class LayerBuilder {
   // scaling): each GEMM operand is scaled by its absolute maximum and cast before the
   // GEMM: the shared input once, each weight (or gradient) once, but no weight that FSDP's
   // fp8 all-gather already cast. Eager runs the amax reduction and the cast as two passes
-  // over the bf16 tensor; compiled code fuses them. The collectives stay in the activation dtype.
+  // over the bf16 tensor; compiled code fuses them. The reduce-scatters stay in the activation
+  // dtype. A weight gradient on a kept gathered input is charged the same cast (torchao
+  // re-lays the kept fp8 input out for it: a pass of its own, priced here as a cast).
   // `shared_elems`: the shared operand's elements where it is cast before it is gathered
   // (its shard); otherwise (< 0) the whole GEMM's.
   void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms, Weights weights, double shared_elems = -1) {
