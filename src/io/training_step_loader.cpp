@@ -185,7 +185,7 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
 }
 
 // torchtitan's enable_fsdp_float8_all_gather and precompute_float8_dynamic_scale_for_fsdp.
-Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, TrainingStepSpec& t) {
+Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, const TrainingStepSpec& t) {
   const bool gather = w.optional_bool("fsdp_fp8_all_gather").value_or(false);
   const bool precompute = w.optional_bool("fsdp_fp8_precompute_scale").value_or(false);
   if (precompute && !gather) fail_at(w.child_path("fsdp_fp8_precompute_scale"), "applies to \"fsdp_fp8_all_gather\": true only");
@@ -194,7 +194,6 @@ Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, TrainingStepSpec& t) {
     fail_at(w.child_path("fsdp_fp8_all_gather"), "gathers the weights of fp8 linears: it needs \"linear_dtype\": \"fp8\"");
   // torchao's float8 training of grouped expert GEMMs is another recipe, not modelled.
   if (t.model.is_moe()) fail_at(w.child_path("fsdp_fp8_all_gather"), fmt::format("is not modelled for a model with experts ({})", t.model.name));
-  t.fsdp_fp8_all_gather_ignored = t.shard_ranks() == 1;
   return precompute ? Fp8AllGather::precomputed_scale : Fp8AllGather::dynamic_scale;
 }
 
@@ -333,7 +332,7 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
                                       step.microbatches)
                         : "pp is 1: microbatches (they do not divide the local batch), pp_schedule, virtual_stages, pp_p2p and the pp_*_less_layers apply to a "
                           "pipeline; the local batch runs as one pass");
-  if (step.fsdp_fp8_all_gather_ignored) notes.push_back("no FSDP (fsdp x cp x ep is 1): fsdp_fp8_all_gather has no all-gather to apply to");
+  if (step.fsdp_fp8_all_gather != Fp8AllGather::off && step.shard_ranks() == 1) notes.push_back("no FSDP (fsdp x cp x ep is 1): fsdp_fp8_all_gather has no all-gather to apply to");
   if (step.cp_method_ignored) notes.push_back("cp is 1: cp_method applies to context parallelism and is not used");
   notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of {}; simulated: one rank per pipeline stage (the mesh is symmetric)", gpus,
                               hw.name, nodes, per_node));

@@ -152,7 +152,7 @@ class ProgramBuilder {
   }
 
   // Before each all-gather, on FSDP2's copy-in stream, the local shard is cast from the fp32
-  // master to the parameter dtype and copied into the all-gather input
+  // master to the parameter dtype (or fp8) and copied into the all-gather input
   // (_get_param_all_gather_inputs, all_gather_copy_in): charged with the all-gather on its stream.
   // `gathered`: bytes per gathered element (the parameter dtype's, or fp8's).
   Charge with_copy_in(Charge c, double shard_params, double gathered) const {
@@ -238,10 +238,11 @@ class ProgramBuilder {
     const Charge& c = is_moe(layer) ? moe : dense;
     return edge(layer) ? add(c, edge_unit) : c;
   }
-  std::string pass_name(int layer, const char* pass, const std::string& mb) const {
-    if (layer == kEmbeddingAlone) return fmt::format("embedding.{}.{}", pass, mb);
-    if (layer == kOutputAlone) return fmt::format("output.{}.{}", pass, mb);
-    return fmt::format("layer{}.{}.{}", layer, pass, mb);
+  // What task names call a pass's unit: "layer3", or "embedding" / "output" standing alone.
+  static std::string unit_name(int layer) {
+    if (layer == kEmbeddingAlone) return "embedding";
+    if (layer == kOutputAlone) return "output";
+    return fmt::format("layer{}", layer);
   }
 
   void build_rank(int rank) {
@@ -265,12 +266,12 @@ class ProgramBuilder {
           const bool moe = is_moe(l), decoder = l >= 0;
           if (fsdp_ > 1 && !(keep && gathered[l])) {
             gathered[l] = true;
-            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fsdp_name("fsdp.all_gather", l, ""), unit(l, gather_, gather_moe_, gather_edge_),
+            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", "fsdp.all_gather." + unit_name(l), unit(l, gather_, gather_moe_, gather_edge_),
                                 gather_window()));
           }
           const Tick work = (!decoder ? 0 : moe ? c_.moe->forward : c_.forward) + (with_embedding(l) ? c_.embedding_forward : 0) +
                             (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
-          last = compute(rank, pass_name(l, "forward", mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps, !decoder ? -1 : moe ? 2 : 0);
+          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps, !decoder ? -1 : moe ? 2 : 0);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
@@ -284,22 +285,22 @@ class ProgramBuilder {
           std::vector<int> deps;
           const bool moe = is_moe(l), decoder = l >= 0;
           if (fsdp_ > 1 && !keep)
-            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", fsdp_name("fsdp.all_gather", l, ".backward"),
+            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", "fsdp.all_gather." + unit_name(l) + ".backward",
                                 unit(l, gather_, gather_moe_, gather_edge_), gather_window()));
           const bool reduces = fsdp_ > 1 && (!keep || final_backward);
           const Tick work = (!decoder ? 0 : moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute) +
                             (with_embedding(l) ? c_.embedding_backward : 0) + (with_output(l) ? c_.output_backward : 0) +
                             fsdp_copy_time(l, moe, !deps.empty(), reduces);
-          last = compute(rank, pass_name(l, "backward", mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps, !decoder ? -1 : moe ? 3 : 1);
+          last = compute(rank, fmt::format("{}.backward.{}", unit_name(l), mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps, !decoder ? -1 : moe ? 3 : 1);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
           if (i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
           int grads_ready = last;
           if (reduces)
-            grads_ready = last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", fsdp_name("fsdp.reduce_scatter", l, ""),
+            grads_ready = last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", "fsdp.reduce_scatter." + unit_name(l),
                                              unit(l, reduce_, reduce_moe_, reduce_edge_), {last});
           // DDP reduces once, after the last microbatch; HSDP after every reduce-scatter.
           if (dp_ > 1 && ((fsdp_ > 1 && grads_ready != last) || (fsdp_ == 1 && final_backward))) {
-            last_all_reduce = comm(rank, StepStream::dp_reduce, "dp", fsdp_name("dp.all_reduce", l, ""),
+            last_all_reduce = comm(rank, StepStream::dp_reduce, "dp", "dp.all_reduce." + unit_name(l),
                                    unit(l, all_reduce_, all_reduce_moe_, all_reduce_edge_), {grads_ready});
           }
         }
@@ -344,12 +345,6 @@ class ProgramBuilder {
   }
 
   bool is_moe(int layer) const { return layer >= 0 && c_.moe.has_value() && t_.model.moe_layer(layer); }
-  // A collective's task name for a layer's (or the embedding's or output's) unit.
-  static std::string fsdp_name(const char* what, int layer, const char* suffix) {
-    if (layer == kEmbeddingAlone) return fmt::format("{}.embedding{}", what, suffix);
-    if (layer == kOutputAlone) return fmt::format("{}.output{}", what, suffix);
-    return fmt::format("{}.layer{}{}", what, layer, suffix);
-  }
 
   // A stage's parameters on one of its ranks after TP and EP, and that rank's FSDP shard; and
   // its largest layer on this rank (what FSDP gathers at a time).

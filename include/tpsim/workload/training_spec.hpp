@@ -74,7 +74,6 @@ struct TrainingStepSpec {
   Dtype grad_reduce_dtype = Dtype::fp32;  // FSDP2 / DDP gradient reduction (torchtitan's default: fp32)
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
   Fp8AllGather fsdp_fp8_all_gather = Fp8AllGather::off;  // with fp8 linears only
-  bool fsdp_fp8_all_gather_ignored = false;  // asked for without FSDP: nothing to cast
   // With fp8 linears, TP's all-gathers (inputs forward, output gradients backward) in fp8:
   // torchtitan's default for tensorwise float8 with TP (torchao's Float8ColwiseParallel).
   bool tp_fp8_all_gather = false;
