@@ -76,7 +76,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
       k == MeasurementKind::reduce_scatter)
     keys.push_back("gbps");
   if (k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter) keys.push_back("busbw_gbps");
-  if (has_gpus(k)) keys.push_back("gpus");
+  if (has_gpus(k)) keys.insert(keys.end(), {"gpus", "groups"});
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
   return keys;
@@ -142,18 +142,19 @@ double measured_time_us(const ObjectReader& r, const Measurement& m) {
 std::string default_name(const Measurement& m) {
   const std::string_view kind = measurement_kind_name(m.kind);
   std::string shape = fmt::format("{}x{}x{} {}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype));
+  const std::string at_once = m.groups > 1 ? fmt::format(" ({} groups at once)", m.groups) : "";
   if (m.gemm.batch > 1) shape += fmt::format(" batch {}", m.gemm.batch);
   switch (m.kind) {
     case MeasurementKind::gemm: return fmt::format("gemm {}", shape);
     case MeasurementKind::peer_copy:
     case MeasurementKind::local_copy: return fmt::format("{} {:.0f} B", kind, m.bytes);
     case MeasurementKind::all_gather:
-    case MeasurementKind::reduce_scatter: return fmt::format("{} {:.0f} B x{}", kind, m.bytes, m.gpus);
-    case MeasurementKind::barrier: return fmt::format("barrier x{}", m.gpus);
+    case MeasurementKind::reduce_scatter: return fmt::format("{} {:.0f} B x{}{}", kind, m.bytes, m.gpus, at_once);
+    case MeasurementKind::barrier: return fmt::format("barrier x{}{}", m.gpus, at_once);
     case MeasurementKind::launch: return "launch";
     case MeasurementKind::gemm_with_peer_copy: return fmt::format("gemm {} + peer copy {:.0f} B", shape, m.bytes);
     case MeasurementKind::gemm_with_collective:
-      return fmt::format("gemm {} + {} {:.0f} B x{}", shape, collective_kind_name(m.collective), m.bytes, m.gpus);
+      return fmt::format("gemm {} + {} {:.0f} B x{}{}", shape, collective_kind_name(m.collective), m.bytes, m.gpus, at_once);
     case MeasurementKind::scenario:
       if (!m.op.empty()) return fmt::format("{} {} rank{}:{}", m.scenario->name, m.scenario->variants.front(), m.op_rank, m.op);
       return fmt::format("{} {}", m.scenario->name, m.scenario->variants.front());
@@ -164,7 +165,7 @@ std::string default_name(const Measurement& m) {
 Measurement parse_one(const Json& j, const std::string& path, const std::string& hardware, const std::string& origin,
                       const std::string& base_dir) {
   const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "tflops", "batch",
-                                     "bytes", "gbps", "busbw_gbps", "gpus", "collective", "scenario", "variant", "op", "rank"});
+                                     "bytes", "gbps", "busbw_gbps", "gpus", "groups", "collective", "scenario", "variant", "op", "rank"});
   Measurement m;
   m.kind = parse_kind(probe);
   const ObjectReader r(j, path, allowed_keys(m.kind));  // keys the kind does not use are errors
@@ -183,6 +184,12 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     const std::int64_t g = r.positive_int("gpus");
     if (g < 2 || g > kMaxGpus) fail_at(r.child_path("gpus"), fmt::format("must be between 2 and {}", kMaxGpus));
     m.gpus = static_cast<int>(g);
+    if (r.has("groups")) {
+      const std::int64_t n = r.positive_int("groups");
+      if (n > kMaxGpus / m.gpus)
+        fail_at(r.child_path("groups"), fmt::format("{} groups of {} GPUs are more than {} GPUs", n, m.gpus, kMaxGpus));
+      m.groups = static_cast<int>(n);
+    }
   } else if (m.kind == MeasurementKind::gemm_with_peer_copy) {
     m.gpus = 2;
   }
@@ -263,6 +270,7 @@ Json measurement_json(const Measurement& m) {
   }
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;
   if (has_gpus(m.kind)) j["gpus"] = m.gpus;
+  if (m.groups > 1) j["groups"] = m.groups;
   if (m.kind == MeasurementKind::gemm_with_collective) j["collective"] = std::string(collective_kind_name(m.collective));
   j["time_us"] = m.time_us;
   if (m.weight != 1) j["weight"] = m.weight;

@@ -24,6 +24,33 @@ OpId on_every_rank(Dag& dag, int gpus, int stream, const char* name, Make payloa
   return first;
 }
 
+// The measurement's process groups: `groups` runs of `gpus` consecutive GPUs (one
+// group is the world), over a DAG of gpus x groups ranks.
+std::vector<int> measured_groups(Dag& dag, const Measurement& m) {
+  if (m.groups == 1) return {Dag::kWorld};
+  std::vector<int> out;
+  for (int g = 0; g < m.groups; ++g) {
+    std::vector<int> ranks;
+    for (int i = 0; i < m.gpus; ++i) ranks.push_back(g * m.gpus + i);
+    out.push_back(dag.add_process_group(std::move(ranks)));
+  }
+  return out;
+}
+
+// On every rank of every group, `payload(rendezvous)` on `stream`; returns group 0's first rank's op.
+template <typename Make>
+OpId in_every_group(Dag& dag, const std::vector<int>& groups, int stream, const char* name, Make payload) {
+  OpId first = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const int rendezvous = dag.new_group(groups[g]);
+    for (int r : dag.process_group(groups[g]).ranks) {
+      const OpId id = dag.add(r, stream, name, payload(rendezvous));
+      if (g == 0 && r == dag.process_group(groups[g]).rank(0)) first = id;
+    }
+  }
+  return first;
+}
+
 }  // namespace
 
 MeasurementDag measurement_dag(const Measurement& m) {
@@ -45,16 +72,15 @@ MeasurementDag measurement_dag(const Measurement& m) {
     }
     case MeasurementKind::all_gather:
     case MeasurementKind::reduce_scatter: {
-      MeasurementDag md{Dag(m.gpus)};
-      const int group = md.dag.new_group();
+      MeasurementDag md{Dag(m.gpus * m.groups)};
       const auto kind = m.kind == MeasurementKind::all_gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter;
-      md.target = on_every_rank(md.dag, m.gpus, 0, "collective", [&](int) { return CollectiveOp{kind, m.bytes, group}; });
+      md.target = in_every_group(md.dag, measured_groups(md.dag, m), 0, "collective",
+                                 [&](int group) { return CollectiveOp{kind, m.bytes, group}; });
       return md;
     }
     case MeasurementKind::barrier: {
-      MeasurementDag md{Dag(m.gpus)};
-      const int group = md.dag.new_group();
-      md.target = on_every_rank(md.dag, m.gpus, 0, "barrier", [&](int) { return BarrierOp{group}; });
+      MeasurementDag md{Dag(m.gpus * m.groups)};
+      md.target = in_every_group(md.dag, measured_groups(md.dag, m), 0, "barrier", [&](int group) { return BarrierOp{group}; });
       return md;
     }
     case MeasurementKind::launch: {
@@ -71,10 +97,10 @@ MeasurementDag measurement_dag(const Measurement& m) {
       return md;
     }
     case MeasurementKind::gemm_with_collective: {
-      MeasurementDag md{Dag(m.gpus)};
-      const int group = md.dag.new_group();
-      on_every_rank(md.dag, m.gpus, 1, "collective", [&](int) { return CollectiveOp{m.collective, m.bytes, group}; });
-      md.target = on_every_rank(md.dag, m.gpus, 0, "gemm", [&](int) { return GemmOp{m.gemm}; });
+      MeasurementDag md{Dag(m.gpus * m.groups)};
+      in_every_group(md.dag, measured_groups(md.dag, m), 1, "collective",
+                     [&](int group) { return CollectiveOp{m.collective, m.bytes, group}; });
+      md.target = on_every_rank(md.dag, m.gpus * m.groups, 0, "gemm", [&](int) { return GemmOp{m.gemm}; });
       return md;
     }
     case MeasurementKind::scenario: break;

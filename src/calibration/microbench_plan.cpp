@@ -46,6 +46,15 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
     for (double mib : {1.0, 16.0, 128.0, 1024.0}) out.push_back(sized(kind, mib * kMiB, gpus));
   out.push_back(sized(MeasurementKind::barrier, 0, gpus));
   out.back().name = fmt::format("barrier x{}", gpus);
+  if (gpus >= 4 && gpus % 2 == 0) {
+    // One half of the GPUs gathering alone, then both halves at once (two TP groups
+    // on one node): what groups that share no GPU still share of the fabric.
+    for (int groups : {1, 2}) {
+      out.push_back(sized(MeasurementKind::all_gather, 256 * kMiB, gpus / 2));
+      out.back().groups = groups;
+      if (groups > 1) out.back().name += fmt::format(" ({} groups at once)", groups);
+    }
+  }
   Measurement with_copy = gemm(8192, 8192, 8192, dtype);
   with_copy.kind = MeasurementKind::gemm_with_peer_copy;
   with_copy.bytes = 1024 * kMiB;

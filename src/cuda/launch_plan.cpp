@@ -1,5 +1,6 @@
 #include "tpsim/cuda/launch_plan.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -44,11 +45,50 @@ void match_receives(LaunchPlan& plan, const Dag& dag) {
     }
 }
 
+bool is_nccl(LaunchKind k) { return k == LaunchKind::nccl_collective || k == LaunchKind::nccl_sendrecv; }
+
+// NCCL pairs a communicator's calls by their order on each member, and the flag
+// barriers pair by count: every member of a process group must reach its NCCL calls,
+// and its barriers, in one order (the first member's, compared with each other's).
+void check_call_order(const LaunchPlan& plan) {
+  for (std::size_t pg = 0; pg < plan.process_groups.size(); ++pg) {
+    for (const bool nccl : {true, false}) {
+      std::vector<int> first;
+      int first_rank = -1;
+      for (int r : plan.process_groups[pg].ranks) {
+        std::vector<int> order;
+        for (const Launch& l : plan.ranks[static_cast<std::size_t>(r)].launches)
+          if (l.process_group == static_cast<int>(pg) && (nccl ? is_nccl(l.kind) : l.kind == LaunchKind::barrier)) order.push_back(l.group);
+        if (first_rank < 0) {
+          first = std::move(order), first_rank = r;
+          continue;
+        }
+        const auto [a, b] = std::mismatch(first.begin(), first.end(), order.begin(), order.end());
+        if (a != first.end() || b != order.end())
+          throw std::logic_error(fmt::format(
+              "process group {} ({} ranks): rank {} reaches its {} in another order than rank {} (call {}: group {} against {}): "
+              "the GPUs would {}", pg, plan.process_groups[pg].size(), r, nccl ? "NCCL calls" : "barriers", first_rank,
+              a - first.begin(), b == order.end() ? -1 : *b, a == first.end() ? -1 : *a,
+              nccl ? "pair the wrong NCCL calls or hang" : "pair the wrong barriers"));
+      }
+    }
+  }
+}
+
 }  // namespace
+
+int communicator_rank(const LaunchPlan& plan, int pg, int global_rank) {
+  const int at = plan.process_groups.at(static_cast<std::size_t>(pg)).index_of(global_rank);
+  if (at < 0) throw std::logic_error(fmt::format("rank {} is not a member of process group {}", global_rank, pg));
+  return at;
+}
 
 LaunchPlan plan_launches(const Dag& dag) {
   LaunchPlan plan;
   plan.groups = dag.groups();
+  for (int pg = 0; pg < dag.process_groups(); ++pg) plan.process_groups.push_back(dag.process_group(pg));
+  plan.uses_nccl.assign(plan.process_groups.size(), false);
+  plan.uses_barrier.assign(plan.process_groups.size(), false);
   std::vector<std::vector<int>> group_ranks(static_cast<std::size_t>(dag.groups()));
   for (int r = 0; r < dag.ranks(); ++r) {
     RankPlan rp;
@@ -61,7 +101,10 @@ LaunchPlan plan_launches(const Dag& dag) {
       l.op = id;
       l.stream = op.stream;
       l.group = rendezvous_group(op);
-      if (l.group >= 0) group_ranks[static_cast<std::size_t>(l.group)].push_back(r);
+      if (l.group >= 0) {
+        group_ranks[static_cast<std::size_t>(l.group)].push_back(r);
+        l.process_group = dag.process_group_id_of(l.group);
+      }
       std::visit(
           Overloaded{
               [&](const GemmOp& g) {
@@ -120,30 +163,38 @@ LaunchPlan plan_launches(const Dag& dag) {
       rp.launches.push_back(std::move(l));
     }
     rp.events = static_cast<int>(slot_of_event.size());
+    for (const Launch& l : rp.launches) {
+      if (l.kind == LaunchKind::nccl_collective || l.kind == LaunchKind::nccl_sendrecv)
+        plan.uses_nccl[static_cast<std::size_t>(l.process_group)] = true;
+      if (l.kind == LaunchKind::barrier) plan.uses_barrier[static_cast<std::size_t>(l.process_group)] = true;
+    }
     plan.ranks.push_back(std::move(rp));
   }
   for (std::size_t g = 0; g < group_ranks.size(); ++g) {
-    // The backend runs one NCCL communicator and one barrier over every rank; a
-    // sub-group would need ncclCommSplit and a barrier of its own.
-    if (dag.process_group_id_of(static_cast<int>(g)) != Dag::kWorld)
-      throw std::logic_error(fmt::format("group {} is in a process group of {} of the {} ranks: the CUDA backend runs "
-                                         "collectives and barriers over all ranks only", g,
-                                         dag.process_group_of(static_cast<int>(g)).size(), dag.ranks()));
-    if (static_cast<int>(group_ranks[g].size()) != dag.ranks())
-      throw std::logic_error(fmt::format("group {} is called by {} of {} ranks: NCCL would hang", g, group_ranks[g].size(), dag.ranks()));
+    const int members = dag.process_group_of(static_cast<int>(g)).size();
+    if (static_cast<int>(group_ranks[g].size()) != members)
+      throw std::logic_error(fmt::format("group {} is called by {} of the {} ranks of its process group: NCCL would hang", g,
+                                         group_ranks[g].size(), members));
   }
+  check_call_order(plan);
   match_receives(plan, dag);
   return plan;
 }
 
 std::string format_launch_plan(const LaunchPlan& plan, const Dag& dag) {
   std::string out;
+  for (std::size_t pg = 1; pg < plan.process_groups.size(); ++pg)
+    if (plan.uses_nccl[pg] || plan.uses_barrier[pg])
+      out += fmt::format("process group {}: ranks {}{}\n", pg, fmt::join(plan.process_groups[pg].ranks, " "),
+                         plan.uses_nccl[pg] ? " (NCCL communicator split from the world's)" : "");
   for (const RankPlan& rp : plan.ranks) {
     out += fmt::format("rank {}: {} streams, {} events\n", rp.rank, rp.streams, rp.events);
     for (const Launch& l : rp.launches) {
       std::string extra = l.args;
       if (l.event_slot >= 0) extra = fmt::format("event {}", l.event_slot);
-      if (l.group >= 0) extra = fmt::format("group {}{}{}", l.group, extra.empty() ? "" : ", ", extra);
+      if (l.group >= 0)
+        extra = fmt::format("group {}{}{}{}", l.group, l.process_group > 0 ? fmt::format(" of process group {}", l.process_group) : "",
+                            extra.empty() ? "" : ", ", extra);
       if (l.kind == LaunchKind::attention || l.kind == LaunchKind::fused_gemm) extra += " (not run by the backend: --stand-in)";
       out += fmt::format("  stream {}  {:<20} {:<36} {}\n", l.stream, launch_kind_name(l.kind), dag.op(l.op).name, extra);
     }
@@ -158,13 +209,15 @@ Json launch_plan_json(const LaunchPlan& plan, const Dag& dag) {
     for (const Launch& l : rp.launches) {
       Json j{{"call", std::string(launch_kind_name(l.kind))}, {"stream", l.stream}, {"op", dag.op(l.op).name}};
       if (l.event_slot >= 0) j["event"] = l.event_slot;
-      if (l.group >= 0) j["group"] = l.group;
+      if (l.group >= 0) j["group"] = l.group, j["process_group"] = l.process_group;
       if (!l.args.empty()) j["args"] = l.args;
       launches.push_back(j);
     }
     ranks.push_back({{"rank", rp.rank}, {"streams", rp.streams}, {"events", rp.events}, {"launches", launches}});
   }
-  return Json{{"groups", plan.groups}, {"ranks", ranks}};
+  Json groups = Json::array();
+  for (const ProcessGroup& pg : plan.process_groups) groups.push_back(pg.ranks);
+  return Json{{"groups", plan.groups}, {"process_groups", groups}, {"ranks", ranks}};
 }
 
 }  // namespace tpsim

@@ -33,8 +33,14 @@ constexpr auto kStallLimit = std::chrono::seconds(120);
 
 ncclDataType_t nccl_type() { return ncclBfloat16; }  // collectives move bf16 elements (the byte counts are what matter)
 
+// A flag barrier among the members of process group `pg`, in that group's slots.
+cudaError_t barrier(RankState& st, int pg, int ranks, cudaStream_t s) {
+  const auto i = static_cast<std::size_t>(pg);
+  return gpu::flag_barrier(st.flags_of_rank, st.device, st.members[i], pg * ranks, ++st.epochs[i], s);
+}
+
 // Enqueues one launch on its CUDA stream, exactly as the plan says.
-void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::unique_ptr<RankState>>& all, int ranks) {
+void issue(const Launch& l, const Dag& dag, const LaunchPlan& plan, RankState& st, std::vector<std::unique_ptr<RankState>>& all) {
   cudaStream_t s = st.streams[static_cast<std::size_t>(l.stream)];
   const Op& op = dag.op(l.op);
   switch (l.kind) {
@@ -74,31 +80,36 @@ void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::uniq
     case LaunchKind::nccl_collective: {
       const auto& c = std::get<CollectiveOp>(op.payload);
       const auto elements = static_cast<std::size_t>(c.buffer_bytes / 2);
-      const std::size_t shard = elements / static_cast<std::size_t>(ranks);
+      const auto members = static_cast<std::size_t>(plan.process_groups[static_cast<std::size_t>(l.process_group)].size());
+      const std::size_t shard = elements / members;
+      ncclComm_t comm = st.comms[static_cast<std::size_t>(l.process_group)];
       char* whole = st.arena;
       char* part = st.arena + elements * 2;
       if (c.kind == CollectiveKind::all_gather)
-        TPSIM_GPU_CHECK(ncclAllGather(part, whole, shard, nccl_type(), st.comm, s));
+        TPSIM_GPU_CHECK(ncclAllGather(part, whole, shard, nccl_type(), comm, s));
       else if (c.kind == CollectiveKind::reduce_scatter)
-        TPSIM_GPU_CHECK(ncclReduceScatter(whole, part, shard, nccl_type(), ncclSum, st.comm, s));
+        TPSIM_GPU_CHECK(ncclReduceScatter(whole, part, shard, nccl_type(), ncclSum, comm, s));
       else
-        TPSIM_GPU_CHECK(ncclAllReduce(whole, whole, elements, nccl_type(), ncclSum, st.comm, s));
+        TPSIM_GPU_CHECK(ncclAllReduce(whole, whole, elements, nccl_type(), ncclSum, comm, s));
       return;
     }
     case LaunchKind::nccl_sendrecv: {
       const auto& sr = std::get<SendRecvOp>(op.payload);
+      ncclComm_t comm = st.comms[static_cast<std::size_t>(l.process_group)];
+      // NCCL names peers by their rank in the communicator, the DAG by GPU.
+      const auto peer = [&](int gpu) { return communicator_rank(plan, l.process_group, gpu); };
       std::size_t offset = 0;
       TPSIM_GPU_CHECK(ncclGroupStart());
-      for (const Transfer& t : sr.sends) TPSIM_GPU_CHECK(ncclSend(st.arena, static_cast<std::size_t>(t.bytes), ncclChar, t.peer, st.comm, s));
+      for (const Transfer& t : sr.sends) TPSIM_GPU_CHECK(ncclSend(st.arena, static_cast<std::size_t>(t.bytes), ncclChar, peer(t.peer), comm, s));
       for (const Transfer& t : l.recvs) {
-        TPSIM_GPU_CHECK(ncclRecv(st.arena + offset, static_cast<std::size_t>(t.bytes), ncclChar, t.peer, st.comm, s));
+        TPSIM_GPU_CHECK(ncclRecv(st.arena + offset, static_cast<std::size_t>(t.bytes), ncclChar, peer(t.peer), comm, s));
         offset += static_cast<std::size_t>(t.bytes);
       }
       TPSIM_GPU_CHECK(ncclGroupEnd());
       return;
     }
     case LaunchKind::barrier:
-      TPSIM_GPU_CHECK(gpu::flag_barrier(st.flags_of_rank, st.device, ranks, ++st.epoch, s));
+      TPSIM_GPU_CHECK(barrier(st, l.process_group, static_cast<int>(all.size()), s));
       return;
     case LaunchKind::event_record:
       TPSIM_GPU_CHECK(cudaEventRecord(st.slots[static_cast<std::size_t>(l.event_slot)], s));
@@ -119,17 +130,17 @@ void issue(const Launch& l, const Dag& dag, RankState& st, std::vector<std::uniq
 
 // One repeat on one rank: a cross-GPU barrier, the common start event, every launch
 // bracketed by timed events; then the times since the start.
-void run_repeat(const RankPlan& rp, const Dag& dag, RankState& st, std::vector<std::unique_ptr<RankState>>& all, int ranks,
+void run_repeat(const RankPlan& rp, const Dag& dag, const LaunchPlan& plan, RankState& st, std::vector<std::unique_ptr<RankState>>& all,
                 std::vector<OpSample>* out) {
   cudaStream_t first = st.streams[0];
-  if (ranks > 1) TPSIM_GPU_CHECK(gpu::flag_barrier(st.flags_of_rank, st.device, ranks, ++st.epoch, first));
+  if (all.size() > 1) TPSIM_GPU_CHECK(barrier(st, Dag::kWorld, static_cast<int>(all.size()), first));
   TPSIM_GPU_CHECK(cudaEventRecord(st.t0, first));
   for (std::size_t s = 1; s < st.streams.size(); ++s) TPSIM_GPU_CHECK(cudaStreamWaitEvent(st.streams[s], st.t0, 0));
   for (std::size_t i = 0; i < rp.launches.size(); ++i) {
     const Launch& l = rp.launches[i];
     cudaStream_t s = st.streams[static_cast<std::size_t>(l.stream)];
     TPSIM_GPU_CHECK(cudaEventRecord(st.op_start[i], s));
-    issue(l, dag, st, all, ranks);
+    issue(l, dag, plan, st, all);
     TPSIM_GPU_CHECK(cudaEventRecord(st.op_end[i], s));
   }
   TPSIM_GPU_CHECK(cudaDeviceSynchronize());
@@ -205,7 +216,7 @@ std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan&
         const RankPlan& rp = plan.ranks[static_cast<std::size_t>(r)];
         for (int it = 0; it < options.warmup + options.repeats; ++it) {
           sync.arrive_and_wait();  // every host thread starts the repeat together
-          run_repeat(rp, dag, st, ranks, n, it < options.warmup ? nullptr : &repeats[static_cast<std::size_t>(it - options.warmup)]);
+          run_repeat(rp, dag, plan, st, ranks, it < options.warmup ? nullptr : &repeats[static_cast<std::size_t>(it - options.warmup)]);
           ++progress;
         }
       } catch (const std::exception& e) {

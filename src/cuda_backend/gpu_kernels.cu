@@ -39,13 +39,14 @@ __global__ void sum_partials_kernel(const __nv_bfloat16* partials, __nv_bfloat16
   }
 }
 
-__global__ void barrier_kernel(int* const* flags_of_rank, int rank, int ranks, int epoch) {
-  const int peer = static_cast<int>(threadIdx.x);
-  if (peer < ranks) {
+__global__ void barrier_kernel(int* const* flags_of_rank, int rank, BarrierMembers members, int slot_base, int epoch) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < members.count) {
+    const int peer = members.ranks[i];
     __threadfence_system();  // this rank's earlier writes are visible before the signal
-    volatile int* theirs = flags_of_rank[peer] + rank;
+    volatile int* theirs = flags_of_rank[peer] + slot_base + rank;
     *theirs = epoch;
-    volatile int* mine = flags_of_rank[rank] + peer;
+    volatile int* mine = flags_of_rank[rank] + slot_base + peer;
     while (*mine < epoch) {
     }
   }
@@ -91,9 +92,9 @@ cudaError_t sum_partials(const void* partials, void* out, int inputs, std::size_
   return cudaGetLastError();
 }
 
-cudaError_t flag_barrier(int* const* flags_of_rank, int rank, int ranks, int epoch, cudaStream_t s) {
-  const int threads = ranks > 32 ? ((ranks + 31) / 32) * 32 : 32;
-  barrier_kernel<<<1, threads, 0, s>>>(flags_of_rank, rank, ranks, epoch);
+cudaError_t flag_barrier(int* const* flags_of_rank, int rank, const BarrierMembers& members, int slot_base, int epoch, cudaStream_t s) {
+  const int threads = members.count > 32 ? ((members.count + 31) / 32) * 32 : 32;
+  barrier_kernel<<<1, threads, 0, s>>>(flags_of_rank, rank, members, slot_base, epoch);
   return cudaGetLastError();
 }
 

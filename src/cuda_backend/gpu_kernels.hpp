@@ -13,9 +13,17 @@ cudaError_t fill_operands(void* p, std::size_t bytes, unsigned seed, cudaStream_
 cudaError_t stream_bytes(const void* src, void* dst, std::size_t read_bytes, std::size_t write_bytes, int blocks, cudaStream_t s);
 // Sums `inputs` stacked bf16 partials of `elements` each into one bf16 output, in fp32.
 cudaError_t sum_partials(const void* partials, void* out, int inputs, std::size_t elements, int blocks, cudaStream_t s);
-// Signals every peer's flag slot for this rank with `epoch` (peer-mapped writes),
-// then waits until every peer has signalled this rank's flags. One block of 32+ threads.
-cudaError_t flag_barrier(int* const* flags_of_rank, int rank, int ranks, int epoch, cudaStream_t s);
+// The members of one barrier's process group, passed by value to the kernel.
+constexpr int kMaxBarrierRanks = 64;
+struct BarrierMembers {
+  int count = 0;
+  int ranks[kMaxBarrierRanks] = {};
+};
+
+// Signals each member's flag slot `slot_base + rank` with `epoch` (peer-mapped writes),
+// then waits until every member has signalled this rank's slots `slot_base + member`.
+// Each process group has its own slots, so barriers of different groups never pair.
+cudaError_t flag_barrier(int* const* flags_of_rank, int rank, const BarrierMembers& members, int slot_base, int epoch, cudaStream_t s);
 // A stand-in for an op the backend cannot run: one block per SM, each asking for all the
 // shared memory a block may have (so nothing else shares its SM, as with a flash-attention
 // kernel), spinning on the GPU's global timer for `ns` from its own start.

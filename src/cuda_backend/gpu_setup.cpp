@@ -78,14 +78,14 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
 }
 
 // The operand bytes one launch touches on its rank (the arena holds the largest).
-double launch_bytes(const Op& op, int ranks) {
+double launch_bytes(const Op& op, const Dag& dag) {
   if (const auto* g = std::get_if<GemmOp>(&op.payload)) {
     const double e = dtype_bytes(g->problem.dtype), c = g->problem.dtype == Dtype::fp8 ? 2 : e;
     const auto& p = g->problem;
     return static_cast<double>(p.batch) * (e * (double(p.m) * p.k + double(p.k) * p.n) + c * double(p.m) * p.n) + 2 * kOperandAlignment;
   }
   if (const auto* c = std::get_if<CopyOp>(&op.payload)) return c->bytes;
-  if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->buffer_bytes * (1.0 + 1.0 / ranks);
+  if (const auto* c = std::get_if<CollectiveOp>(&op.payload)) return c->buffer_bytes * (1.0 + 1.0 / dag.process_group_of(c->group).size());
   if (const auto* e = std::get_if<ElementwiseOp>(&op.payload)) return e->bytes_read + 256 + e->bytes_written;
   if (const auto* r = std::get_if<ReduceOp>(&op.payload)) return (r->inputs + 1) * r->out_bytes + 256;
   if (const auto* s = std::get_if<SendRecvOp>(&op.payload)) {
@@ -104,6 +104,29 @@ void check_supported(const Dag& dag, const std::map<OpId, double>& stand_in_us) 
   }
 }
 
+// The world's communicator, then one per other process group that runs NCCL calls,
+// split from it as torch.distributed.new_group does (ncclCommSplit: members share
+// a color and are ordered by their ring position, the others pass NCCL_SPLIT_NOCOLOR).
+// One thread drives every GPU here, so each split is one group call over all ranks.
+void set_up_communicators(const LaunchPlan& plan, std::vector<std::unique_ptr<RankState>>& ranks) {
+  const int n = static_cast<int>(ranks.size());
+  std::vector<ncclComm_t> world(static_cast<std::size_t>(n));
+  TPSIM_GPU_CHECK(ncclCommInitAll(world.data(), n, nullptr));
+  for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)]->comms[0] = world[static_cast<std::size_t>(r)];
+  for (std::size_t pg = 1; pg < plan.process_groups.size(); ++pg) {
+    if (!plan.uses_nccl[pg]) continue;
+    std::vector<ncclComm_t> split(static_cast<std::size_t>(n), nullptr);
+    TPSIM_GPU_CHECK(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+      const int at = plan.process_groups[pg].index_of(r);
+      TPSIM_GPU_CHECK(ncclCommSplit(world[static_cast<std::size_t>(r)], at < 0 ? NCCL_SPLIT_NOCOLOR : 0, std::max(at, 0),
+                                    &split[static_cast<std::size_t>(r)], nullptr));
+    }
+    TPSIM_GPU_CHECK(ncclGroupEnd());
+    for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)]->comms[pg] = split[static_cast<std::size_t>(r)];
+  }
+}
+
 }  // namespace
 
 std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const LaunchPlan& plan,
@@ -113,7 +136,17 @@ std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const Launc
   const int have = cuda_device_count();
   if (have < n) throw GpuError(fmt::format("the DAG needs {} GPUs, this machine has {}", n, have));
   double arena = 1 << 20;
-  for (OpId id = 0; id < dag.size(); ++id) arena = std::max(arena, launch_bytes(dag.op(id), n));
+  if (n > gpu::kMaxBarrierRanks)
+    throw GpuError(fmt::format("the DAG has {} ranks: the backend's barrier takes at most {}", n, gpu::kMaxBarrierRanks));
+  const int groups = static_cast<int>(plan.process_groups.size());
+  const auto flag_count = static_cast<std::size_t>(groups) * static_cast<std::size_t>(n);
+  std::vector<gpu::BarrierMembers> members(static_cast<std::size_t>(groups));
+  for (int pg = 0; pg < groups; ++pg) {
+    auto& m = members[static_cast<std::size_t>(pg)];
+    m.count = plan.process_groups[static_cast<std::size_t>(pg)].size();
+    for (int i = 0; i < m.count; ++i) m.ranks[i] = plan.process_groups[static_cast<std::size_t>(pg)].rank(i);
+  }
+  for (OpId id = 0; id < dag.size(); ++id) arena = std::max(arena, launch_bytes(dag.op(id), dag));
   const auto arena_bytes = static_cast<std::size_t>(arena) + 4096;
 
   std::vector<std::unique_ptr<RankState>> ranks;
@@ -154,8 +187,11 @@ std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const Launc
     TPSIM_GPU_CHECK(cublasLtCreate(&st->lt));
     for (const Launch& l : rp.launches)
       if (l.kind == LaunchKind::gemm) st->gemms.emplace(l.op, plan_gemm(st->lt, std::get<GemmOp>(dag.op(l.op).payload).problem));
-    TPSIM_GPU_CHECK(cudaMalloc(&st->flags, sizeof(int) * static_cast<std::size_t>(n)));
-    TPSIM_GPU_CHECK(cudaMemset(st->flags, 0, sizeof(int) * static_cast<std::size_t>(n)));
+    TPSIM_GPU_CHECK(cudaMalloc(&st->flags, sizeof(int) * flag_count));
+    TPSIM_GPU_CHECK(cudaMemset(st->flags, 0, sizeof(int) * flag_count));
+    st->epochs.assign(static_cast<std::size_t>(groups), 0);
+    st->members = members;
+    st->comms.assign(static_cast<std::size_t>(groups), nullptr);
     ranks.push_back(std::move(st));
   }
   std::vector<int*> all_flags;
@@ -166,11 +202,7 @@ std::vector<std::unique_ptr<RankState>> set_up_ranks(const Dag& dag, const Launc
     TPSIM_GPU_CHECK(cudaMemcpy(st->flags_of_rank, all_flags.data(), sizeof(int*) * all_flags.size(), cudaMemcpyHostToDevice));
     TPSIM_GPU_CHECK(cudaDeviceSynchronize());
   }
-  if (n > 1) {
-    std::vector<ncclComm_t> comms(static_cast<std::size_t>(n));
-    TPSIM_GPU_CHECK(ncclCommInitAll(comms.data(), n, nullptr));
-    for (int r = 0; r < n; ++r) ranks[static_cast<std::size_t>(r)]->comm = comms[static_cast<std::size_t>(r)];
-  }
+  if (n > 1) set_up_communicators(plan, ranks);
   return ranks;
 }
 
@@ -178,7 +210,8 @@ void tear_down_ranks(std::vector<std::unique_ptr<RankState>>& ranks) {
   for (auto& st : ranks) {
     cudaSetDevice(st->device);
     cudaDeviceSynchronize();
-    if (st->comm) ncclCommDestroy(st->comm);
+    for (auto it = st->comms.rbegin(); it != st->comms.rend(); ++it)  // the splits before the world's
+      if (*it) ncclCommDestroy(*it);
     for (auto& [id, g] : st->gemms) {
       cublasLtMatrixLayoutDestroy(g.a);
       cublasLtMatrixLayoutDestroy(g.b);

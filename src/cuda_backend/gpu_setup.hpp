@@ -1,6 +1,7 @@
 #pragma once
 // Everything one rank needs before its ops are timed: streams, events, an
-// operand arena, cuBLASLt plans chosen ahead, barrier flags and its NCCL comm.
+// operand arena, cuBLASLt plans chosen ahead, barrier flags and its NCCL
+// communicators (the world's, and one split from it per process group).
 #include <map>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "gpu_kernels.hpp"
 #include "tpsim/cuda/gpu_executor.hpp"
 
 namespace tpsim::gpu {
@@ -37,10 +39,12 @@ struct RankState {
   std::vector<void*> workspaces;                // cuBLASLt workspace per stream
   cublasLtHandle_t lt = nullptr;
   std::map<OpId, LtGemm> gemms;
-  int* flags = nullptr;                         // [ranks]: peers write their epoch into slot peer
+  // [process group][rank]: a member of group pg writes its epoch into slot pg * ranks + member.
+  int* flags = nullptr;
   int** flags_of_rank = nullptr;                // device array: every rank's flags
-  int epoch = 0;
-  ncclComm_t comm = nullptr;
+  std::vector<int> epochs;                      // per process group: barriers this rank has issued
+  std::vector<gpu::BarrierMembers> members;     // per process group
+  std::vector<ncclComm_t> comms;                // per process group: this rank's communicator, or null
   std::map<OpId, double> stand_in_us;           // ops held on every SM for their simulated time
 };
 

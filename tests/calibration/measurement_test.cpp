@@ -265,3 +265,41 @@ TEST_CASE("A scenario measurement may name one op of its run", "[measurement]") 
   CHECK(error_of(R"([{"kind": "scenario", "variant": "baseline", "rank": 1, "time_us": 10, )" + scenario + "}]") ==
         R"($.measurements[0].rank: only with "op" (the makespan is over every rank))");
 }
+
+TEST_CASE("Collective rows may run in several groups at once: each group its own consecutive GPUs, group 0 timed", "[measurement]") {
+  const auto ms = parse(R"([
+      {"kind": "all_gather", "gpus": 4, "bytes": 268435456, "time_us": 600},
+      {"kind": "all_gather", "gpus": 4, "groups": 2, "bytes": 268435456, "time_us": 600},
+      {"kind": "barrier", "gpus": 2, "groups": 4, "time_us": 6}])");
+  REQUIRE(ms.size() == 3);
+  CHECK(ms[1].groups == 2);
+  CHECK(ms[1].name == "all_gather 268435456 B x4 (2 groups at once)");
+  CHECK(measurement_json(ms[1])["groups"] == 2);
+  CHECK_FALSE(measurement_json(ms[0]).contains("groups"));
+  // The row's bus bandwidth is one group's: the buffer and GPU count are per group.
+  CHECK(parse(R"([{"kind": "all_gather", "gpus": 4, "groups": 2, "bytes": 4e9, "busbw_gbps": 300}])")[0].time_us ==
+        Approx(4e9 * 3 / 4 / 300e9 * 1e6));
+
+  const MeasurementDag md = measurement_dag(ms[2]);
+  CHECK(md.dag.ranks() == 8);
+  CHECK(md.dag.process_groups() == 5);  // the world and four pairs
+  for (int group = 0; group < md.dag.groups(); ++group) {
+    const ProcessGroup& pg = md.dag.process_group_of(group);
+    REQUIRE(pg.size() == 2);
+    CHECK(pg.rank(1) == pg.rank(0) + 1);
+    CHECK(pg.rank(0) % 2 == 0);
+  }
+  CHECK(md.dag.op(md.target).rank == 0);
+
+  // Two halves of an NVSwitch node share no GPU and no link: each gathers as fast as one alone.
+  CHECK(predict_us(ms[1], test::h100()) == Approx(predict_us(ms[0], test::h100())).epsilon(1e-9));
+}
+
+TEST_CASE("Groups of a collective row are bounded by the GPUs a row may name", "[measurement]") {
+  CHECK(error_of(R"([{"kind": "all_gather", "gpus": 8, "groups": 9, "bytes": 1e6, "time_us": 10}])") ==
+        "$.measurements[0].groups: 9 groups of 8 GPUs are more than 64 GPUs");
+  CHECK(error_of(R"([{"kind": "all_gather", "gpus": 8, "groups": 0, "bytes": 1e6, "time_us": 10}])") ==
+        "$.measurements[0].groups: must be a positive integer, got 0");
+  CHECK(error_of(R"([{"kind": "peer_copy", "groups": 2, "bytes": 1e6, "time_us": 10}])").starts_with(
+      R"($.measurements[0]: unknown key "groups")"));
+}

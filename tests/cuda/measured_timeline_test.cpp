@@ -1,6 +1,8 @@
 // Result assembly of measured runs, on the CPU: medians over repeats, checks on the samples.
 #include "support/catch.hpp"
 
+#include <algorithm>
+
 #include <set>
 
 #include "support/simulate.hpp"
@@ -61,6 +63,13 @@ TEST_CASE("Every microbench measurement lowers to a launch plan and has a predic
       CHECK(md.dag.ranks() <= gpus);
       CHECK(predict_us(m, test::h100()) > 0);
       classes.insert(std::string(measurement_class(m.kind)));
+    }
+    if (gpus == 8) {
+      // The two halves gathering at once: each half in a communicator of its own.
+      const auto both = std::find_if(ms.begin(), ms.end(), [](const Measurement& m) { return m.groups == 2; });
+      REQUIRE(both != ms.end());
+      const LaunchPlan plan = plan_launches(measurement_dag(*both).dag);
+      CHECK(plan.uses_nccl == std::vector<bool>{false, true, true});
     }
     if (gpus == 1) CHECK(classes == std::set<std::string>{"gemm", "copy", "launch"});
     else CHECK(classes == std::set<std::string>{"gemm", "copy", "launch", "collective", "barrier", "interference"});

@@ -49,6 +49,25 @@ TEST_CASE("Copy-engine peer copies scale with bytes", "[gpu]") {
   CHECK(b / a == Approx(2).epsilon(0.15));
 }
 
+TEST_CASE("Two halves of the GPUs gather at once in communicators split from the world's", "[gpu]") {
+  const int half = cuda_device_count() / 2;
+  if (half < 2) {
+    WARN("fewer than 4 GPUs: concurrent groups not measured");
+    return;
+  }
+  Measurement m;
+  m.kind = MeasurementKind::all_gather;
+  m.bytes = 256.0 * 1048576;
+  m.gpus = half;
+  const double alone = measure_us(m);
+  m.groups = 2;
+  const double both = measure_us(m);
+  INFO(fmt::format("all_gather 256 MiB x{}: alone {:.1f} us, beside the other half {:.1f} us", half, alone, both));
+  // The halves share no GPU; on NVSwitch they share no link either.
+  CHECK(both > 0.8 * alone);
+  CHECK(both < 1.3 * alone);
+}
+
 TEST_CASE("A measured async-TP run finishes every op in stream order", "[gpu]") {
   const int gpus = cuda_device_count() >= 2 ? 2 : 1;
   const Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": {}, "dtype": "bf16",

@@ -40,7 +40,8 @@ struct Measurement {
   MeasurementKind kind = MeasurementKind::gemm;
   GemmProblem gemm{};  // gemm kinds
   double bytes = 0;    // copies, collectives (the whole buffer), interference
-  int gpus = 1;
+  int gpus = 1;        // the GPUs that meet in one collective or barrier
+  int groups = 1;      // collective kinds: so many groups of `gpus` GPUs run it at once (group 0's is timed)
   CollectiveKind collective = CollectiveKind::all_gather;  // gemm_with_collective
   std::shared_ptr<const Scenario> scenario;                // scenario kind: one variant
   std::string op;   // scenario kind: when set, the device time of this op on `op_rank` instead of the makespan

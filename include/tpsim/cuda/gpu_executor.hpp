@@ -2,9 +2,10 @@
 // Runs an op DAG on real GPUs (built with -DTPSIM_CUDA=ON or AUTO when CMake
 // finds nvcc, cuBLASLt and NCCL): one host thread per GPU in this process, peer
 // access between every pair, cuBLASLt for GEMMs, cudaMemcpyPeerAsync (copy
-// engine) for peer copies, NCCL for collectives and send/recv, the DAG's streams
-// and events as CUDA streams and events, barriers through peer-mapped flags, and
-// memory-bound kernels of its own. Every op is bracketed by CUDA events timed
+// engine) for peer copies, NCCL for collectives and send/recv (a communicator per
+// process group, split from the world's), the DAG's streams and events as CUDA
+// streams and events, barriers through peer-mapped flags, and memory-bound kernels
+// of its own. Every op is bracketed by CUDA events timed
 // against a start event each rank records right after a cross-GPU barrier.
 #include <map>
 #include <stdexcept>

@@ -3,7 +3,9 @@
 // CUDA streams: per rank, in program order, each call with its stream and
 // arguments; cross-stream dependencies as cudaEventRecord / cudaStreamWaitEvent
 // on per-rank event slots; collectives, send/recv and barriers by group with
-// every rank's matching call. Pure host code: planned and tested without a GPU.
+// every member's matching call, each in the communicator of its process group
+// (the world's, or one split from it: ncclCommSplit). Pure host code: planned and
+// tested without a GPU.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,7 +36,8 @@ struct Launch {
   LaunchKind kind = LaunchKind::gemm;
   int stream = 0;
   int event_slot = -1;  // record / wait: the rank's event index
-  int group = -1;       // collectives, send/recv, barriers: the group all ranks share
+  int group = -1;       // collectives, send/recv, barriers: the rendezvous its members share
+  int process_group = -1;  // ... and the process group (communicator) it runs in
   std::string args;     // shape, bytes, peers: what the call needs, readable
   std::vector<Transfer> recvs;  // send/recv: what the peers of the group send this rank (ncclRecv calls)
 };
@@ -49,11 +52,22 @@ struct RankPlan {
 struct LaunchPlan {
   std::vector<RankPlan> ranks;
   int groups = 0;
+  // The DAG's process groups by id (0: every rank); a member's NCCL rank in the
+  // group's communicator is its position here (ring order).
+  std::vector<ProcessGroup> process_groups;
+  // Which process groups need an NCCL communicator / barrier flags of their own.
+  std::vector<bool> uses_nccl, uses_barrier;
 };
 
-// Throws std::logic_error if a group is not matched on every rank or a wait
-// has no record on the same rank (the CUDA backend could not run it).
+// Throws std::logic_error if a group is not matched on every member of its process
+// group, if members of a process group reach its NCCL calls (or its barriers) in
+// different orders, or if a wait has no record on the same rank: the CUDA backend
+// would hang or pair the wrong calls.
 LaunchPlan plan_launches(const Dag& dag);
+
+// The position of `global_rank` in process group `pg`'s communicator (NCCL's peer
+// argument); throws std::logic_error when it is not a member.
+int communicator_rank(const LaunchPlan& plan, int pg, int global_rank);
 
 std::string format_launch_plan(const LaunchPlan& plan, const Dag& dag);
 Json launch_plan_json(const LaunchPlan& plan, const Dag& dag);
