@@ -69,6 +69,24 @@ CollectivePlan plan_nvls(double buffer_bytes, int ranks, const HardwareSpec& hw)
   return plan;
 }
 
+double nvls_tree_nic_bytes(double buffer_bytes, int per_node, int nodes) {
+  return buffer_bytes / per_node * (nodes > 2 ? 2 : 1);
+}
+
+Tick nvls_tree_estimate(double buffer_bytes, int per_node, int nodes, const HardwareSpec& hw, double nic_bytes_per_ps) {
+  const NvlsSpec& n = hw.nccl.nvls;
+  const NcclProtocol* simple = nullptr;
+  for (const NcclProtocol& p : hw.nccl.protocols)
+    if (p.name == "Simple") simple = &p;
+  const NetLatency* net = hw.cluster.latency_for("Simple");
+  if (!simple || !net || !n.present()) throw std::logic_error("NVLS tree without NVLS, NCCL's Simple protocol or its network latency");
+  const auto levels = static_cast<Tick>(std::ceil(std::log2(static_cast<double>(nodes))));
+  const Tick latency = n.latency + 2 * levels * net->nvls_tree_step;
+  const Tick in_node = duration_for(nvls_bytes_per_rank(buffer_bytes, per_node), hw.fabric.nvlink.bytes_per_ps * nvls_efficiency(n));
+  const Tick across = duration_for(nvls_tree_nic_bytes(buffer_bytes, per_node, nodes), nic_bytes_per_ps * simple->bandwidth_efficiency);
+  return latency + std::max(in_node, across);
+}
+
 CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,
                                double link_bytes_per_ps) {
   CollectivePlan ring = plan_ring(kind, buffer_bytes, ranks, hw, link_bytes_per_ps);

@@ -155,8 +155,14 @@ ClusterSpec parse_cluster(const ObjectReader& r, const NcclSpec& nccl) {
   const ObjectReader lat = r.object("nccl_net_latency", {"LL", "LL128", "Simple"});
   for (const NcclProtocol& p : nccl.protocols) {
     if (!lat.has(p.name)) fail_at(lat.path(), fmt::format("needs \"{}\" (nccl.protocols has it)", p.name));
-    const ObjectReader one = lat.object(p.name, {"ring", "tree"});
-    c.net_latency.push_back({p.name, Quantities(one).time("ring"), Quantities(one).time("tree")});
+    // NCCL's NVLS tree runs the Simple protocol only, where the nodes have NVLS.
+    const bool simple = p.name == "Simple";
+    const ObjectReader one = lat.object(p.name, simple ? std::vector<std::string>{"ring", "tree", "nvls_tree"}
+                                                       : std::vector<std::string>{"ring", "tree"});
+    if (simple && nccl.nvls.present() && !one.has("nvls_tree"))
+      fail_at(one.path(), "needs \"nvls_tree\" (nccl.nvls is present: NCCL's NVLS tree runs across nodes)");
+    c.net_latency.push_back({p.name, Quantities(one).time("ring"), Quantities(one).time("tree"),
+                             one.has("nvls_tree") ? Quantities(one).time("nvls_tree") : 0});
   }
   return c;
 }

@@ -72,6 +72,12 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
       if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes};
     }
   }
+  // NVLS tree: an all-reduce across nodes with two or more members in each, on nodes with NVLS.
+  if (op == GroupOp::all_reduce && across && g.per_node >= 2 && hw.nccl.nvls.present()) {
+    const Tick t = hw.nccl.ring_startup + nvls_tree_estimate(buffer_bytes, g.per_node, g.nodes, hw, nic);
+    if (t < best.time)
+      best = {t, "nvls_tree", "Simple", hw.nccl.nvls.channels, best.tier, nvls_tree_nic_bytes(buffer_bytes, g.per_node, g.nodes)};
+  }
   // NVLS: an all-reduce inside one NVSwitch node, where the hardware has it.
   if (op == GroupOp::all_reduce && nvls_applies(CollectiveKind::all_reduce, g.ranks, !across, hw)) {
     const CollectivePlan nvls = plan_nvls(buffer_bytes, g.ranks, hw);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <unistd.h>
 
@@ -145,4 +146,76 @@ TEST_CASE("A model derived from an NVSwitch part onto a ring of links has no NVL
   const HardwareSpec ring = load_hardware_file(file.string());
   std::filesystem::remove(file);
   CHECK_FALSE(ring.nccl.nvls.present());
+}
+
+namespace {
+
+GroupLayout across_nodes(int per_node, int nodes) {
+  GroupLayout g;
+  g.ranks = per_node * nodes;
+  g.per_node = per_node;
+  g.nodes = nodes;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("Training-step all-reduces across NVLS nodes take NCCL's NVLS tree when it is fastest", "[step][collective][nvls]") {
+  const HardwareSpec hw = load_hardware_file(models_dir() + "/h100_sxm_llama3_cluster.json");
+  const GroupCollectiveCost two = group_collective_cost(GroupOp::all_reduce, 4e9, across_nodes(8, 2), hw);
+  CHECK(two.algorithm == "nvls_tree");
+  CHECK(two.protocol == "Simple");
+  CHECK(two.channels == hw.nccl.nvls.channels);
+  CHECK(two.tier == LinkTier::nic);
+  // Two nodes: each member's NIC carries its eighth once each way, against a ring's
+  // 2(n-1)/n of the buffer over the node's eight NICs: about half the ring's time.
+  CHECK(two.wire_bytes == Approx(4e9 / 8));
+  const GroupCollectiveCost ring = group_collective_cost(GroupOp::all_reduce, 4e9, across_nodes(8, 2), without_nvls(hw));
+  CHECK(ring.algorithm == "ring");
+  CHECK(static_cast<double>(two.time) < 0.75 * static_cast<double>(ring.time));
+  // Without NVLS, with one member per node (nothing for the switch to reduce), or for
+  // other collectives, there is no NVLS tree.
+  CHECK(group_collective_cost(GroupOp::all_reduce, 4e9, across_nodes(1, 16), hw).algorithm != "nvls_tree");
+  CHECK(group_collective_cost(GroupOp::reduce_scatter, 4e9, across_nodes(8, 2), hw).algorithm == "ring");
+}
+
+TEST_CASE("The NVLS tree's NIC bytes double past two nodes and its latency grows by two network levels per doubling",
+          "[cost][nccl][nvls]") {
+  const HardwareSpec hw = load_hardware_file(models_dir() + "/h100_sxm_llama3_cluster.json");
+  const double nic = hw.cluster.nic.bytes_per_ps;
+  CHECK(nvls_tree_nic_bytes(8e9, 8, 2) == Approx(1e9));
+  CHECK(nvls_tree_nic_bytes(8e9, 8, 4) == Approx(2e9));
+  CHECK(nvls_tree_nic_bytes(8e9, 8, 64) == Approx(2e9));
+  CHECK(nvls_tree_nic_bytes(8e9, 4, 4) == Approx(4e9));  // fewer members per node: larger slices per NIC
+  // A tiny buffer is all latency: 8 -> 16 -> 64 nodes add 2 and then 4 network levels (up and down).
+  const Tick step = hw.cluster.latency_for("Simple")->nvls_tree_step;
+  REQUIRE(step > 0);
+  const auto tiny = [&](int nodes) { return nvls_tree_estimate(64, 8, nodes, hw, nic); };
+  CHECK(tiny(16) - tiny(8) == 2 * step);
+  CHECK(tiny(64) - tiny(16) == 4 * step);
+  // A large one is bandwidth-bound by the slower tier: past two nodes here the NICs.
+  const Tick big = nvls_tree_estimate(16e9, 8, 8, hw, nic), bigger = nvls_tree_estimate(32e9, 8, 8, hw, nic);
+  CHECK(static_cast<double>(bigger) / static_cast<double>(big) == Approx(2.0).epsilon(0.01));
+}
+
+TEST_CASE("A cluster model with NVLS names the NVLS tree's network latency", "[io][nvls]") {
+  const auto file = std::filesystem::temp_directory_path() / fmt::format("tpsim_test_nvls_tree_{}.json", ::getpid());
+  const auto load_with = [&](const std::function<void(Json&)>& edit) {
+    Json hw = Json::parse(std::ifstream(models_dir() + "/h100_sxm.json"));
+    edit(hw["cluster"]["nccl_net_latency"]);
+    std::ofstream(file) << hw.dump();
+    std::string error = "no error";
+    try {
+      load_hardware_file(file.string());
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+    std::filesystem::remove(file);
+    return error;
+  };
+  CHECK_THAT(load_with([](Json& lat) { lat["Simple"].erase("nvls_tree"); }),
+             Catch::Matchers::Contains("$.cluster.nccl_net_latency.Simple: needs \"nvls_tree\""));
+  CHECK_THAT(load_with([](Json& lat) { lat["LL"]["nvls_tree"] = lat["Simple"]["nvls_tree"]; }),
+             Catch::Matchers::Contains("unknown key \"nvls_tree\""));
+  CHECK(load_with([](Json&) {}) == "no error");
 }

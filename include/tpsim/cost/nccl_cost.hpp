@@ -55,6 +55,18 @@ CollectivePlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, co
 bool nvls_applies(CollectiveKind kind, int ranks, bool one_node, const HardwareSpec& hw);
 CollectivePlan plan_nvls(double buffer_bytes, int ranks, const HardwareSpec& hw);
 Tick nvls_estimate(double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);
+// NCCL's NVLS tree (all-reduce only, across nodes, Simple protocol, on hardware with
+// NVLS; src/graph/tuning.cc and src/device/all_reduce.h, NCCL 2.19-2.30): inside each
+// node the NVSwitch reduce-scatters the buffer over the node's `per_node` members
+// (each port carries (p+1)/p of it, as NVLS), each member all-reduces its 1/p slice
+// across the `nodes` nodes through its own NIC in a tree (up then down: twice the slice
+// per direction through an inner node, once with two nodes, where NCCL's model doubles
+// the bandwidth), and the switch multicasts the result back. The two tiers pipeline:
+// the slower sets the pace. Latency: NCCL's NVLS latency plus a network level up and
+// one down per tree level.
+Tick nvls_tree_estimate(double buffer_bytes, int per_node, int nodes, const HardwareSpec& hw, double nic_bytes_per_ps);
+double nvls_tree_nic_bytes(double buffer_bytes, int per_node, int nodes);
+
 // The algorithm NCCL picks, by its estimate, for a collective of `ranks` ranks.
 CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,
                                double link_bytes_per_ps);

@@ -85,6 +85,7 @@ struct NetLatency {
   std::string protocol;  // NCCL protocol name
   Tick ring_step = 0;    // per ring step that crosses the network (NCCL tuning.cc hwLat NET, Ring)
   Tick tree_step = 0;    // per tree level across the network (hwLat NET, Tree)
+  Tick nvls_tree_step = 0;  // Simple only, with NVLS: per level of the NVLS tree (hwLat NET, NVLSTree)
 };
 
 struct ClusterSpec {

@@ -1,7 +1,8 @@
 #pragma once
 // The time of one NCCL collective of a mesh dimension's group, in the spirit of
-// NCCL's own tuning model (src/graph/tuning.cc): for each algorithm (ring; tree for
-// an all-reduce across nodes; NVLS for one inside an NVSwitch node) and protocol, latency + bytes / bus bandwidth, and
+// NCCL's own tuning model (src/graph/tuning.cc): for each algorithm (ring; tree and,
+// on NVLS nodes, NVLS tree for an all-reduce across nodes; NVLS for one inside an
+// NVSwitch node) and protocol, latency + bytes / bus bandwidth, and
 // NCCL's choice is the fastest. Inside a node the bus bandwidth is the NVLink port;
 // across nodes a ring's node boundary is crossed by the NICs of the group's members
 // in that node (one per GPU); between leaf units, the oversubscribed uplinks carry the
@@ -22,7 +23,7 @@ std::string_view link_tier_name(LinkTier t);
 
 struct GroupCollectiveCost {
   Tick time = 0;
-  std::string algorithm;  // "ring" | "tree" | "nvls" | "p2p" | "none"
+  std::string algorithm;  // "ring" | "tree" | "nvls" | "nvls_tree" | "p2p" | "none"
   std::string protocol;
   int channels = 0;       // SMs the kernel holds (one block per channel)
   LinkTier tier = LinkTier::nvlink;
