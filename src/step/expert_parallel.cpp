@@ -20,6 +20,58 @@ std::int64_t rows(double slots) { return std::max<std::int64_t>(1, static_cast<s
 
 }  // namespace
 
+// fp8 experts follow torchao's _Float8GroupedMM (torchao/prototype/moe_training/
+// fp8_grouped_mm.py, 1926418): forward, the input is scaled per row and each expert's
+// weight per output column, both cast to fp8 (tensor_to_scale then to_fp8_saturated: an
+// amax pass and a cast pass over the bf16 tensor, fused into one read when compiled).
+// Backward, for the input gradient the output gradient is cast per row and the weight
+// again, transposed, by a Triton kernel; for the weight gradient the output gradient and
+// the saved input are each copied column-major (`.t().contiguous().t()`) and cast per
+// column within each expert's rows by a Triton kernel. The Triton kernels read their
+// input twice (the amaxes, then the scaled cast).
+std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag) {
+  const double e = dtype_bytes(g.dtype), f = dtype_bytes(g.linear), passes = g.compile ? 1 : 2;
+  const double rows = static_cast<double>(g.rows * g.batch), batch = static_cast<double>(g.batch);
+  const double act_in = rows * static_cast<double>(g.up * g.ffn) * e;
+  const bool cast = g.linear != g.dtype;
+  std::vector<std::pair<std::string, OpPayload>> ops;
+  const auto cast_op = [&](const std::string& name, double elems, double reads) {
+    if (cast) ops.push_back({name + tag, ElementwiseOp{reads * elems * e, elems * f}});
+  };
+  const auto column_major = [&](const std::string& name, double elems) {
+    if (cast) ops.push_back({name + tag, ElementwiseOp{elems * e, elems * e}});
+  };
+  // One GEMM `in` [rows x k] x weight [k x n] -> [rows x n], forward or its two gradients.
+  const auto gemm = [&](const std::string& name, std::int64_t k, std::int64_t n) {
+    const double in = rows * static_cast<double>(k), weight = batch * static_cast<double>(k) * static_cast<double>(n),
+                 out = rows * static_cast<double>(n);
+    if (!backward) {
+      cast_op(name + ".cast_input", in, passes);
+      cast_op(name + ".cast_weight", weight, passes);
+      ops.push_back({name + tag, GemmOp{{g.rows, n, k, g.linear, g.batch}}});
+      return;
+    }
+    cast_op(name + ".backward.cast_grad_output", out, passes);
+    cast_op(name + ".backward.cast_weight_transposed", weight, 2);
+    ops.push_back({name + ".backward_input" + tag, GemmOp{{g.rows, k, n, g.linear, g.batch}}});
+    column_major(name + ".backward.grad_output_column_major", out);
+    cast_op(name + ".backward.cast_grad_output_columns", out, 2);
+    column_major(name + ".backward.input_column_major", in);
+    cast_op(name + ".backward.cast_input_columns", in, 2);
+    ops.push_back({name + ".backward_weight" + tag, GemmOp{{k, n, g.rows, g.linear, g.batch}}});
+  };
+  if (!backward) {
+    gemm("experts.up", g.hidden, g.up * g.ffn);
+    ops.push_back({"experts.activation" + tag, ElementwiseOp{act_in, act_in / static_cast<double>(g.up)}});
+    gemm("experts.down", g.ffn, g.hidden);
+  } else {
+    gemm("experts.down", g.ffn, g.hidden);
+    ops.push_back({"experts.activation.backward" + tag, ElementwiseOp{act_in + act_in / static_cast<double>(g.up), act_in}});
+    gemm("experts.up", g.hidden, g.up * g.ffn);
+  }
+  return ops;
+}
+
 double ExpertLoad::rank_slots(int rank) const {
   if (rank_share.empty()) return 0;
   double sum = 0;
@@ -59,7 +111,7 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
   const auto& m = t.model;
   const int tp = t.mesh.size(MeshDim::tp), ep = t.mesh.size(MeshDim::ep);
   const double e = dtype_bytes(dtype);
-  const Dtype linear = t.linear_dtype.value_or(dtype);  // the experts' GEMMs (their casts are not charged)
+  const Dtype linear = t.linear_dtype.value_or(dtype);  // the experts' GEMMs
   const std::int64_t tokens = t.rank_tokens(), h = m.hidden, ef = m.moe.expert_ffn_hidden / tp, up = m.ffn_up_projections();
   const ExpertLoad load = expert_load(t);
   const double slots = load.rank_slots(load.busiest_rank);
@@ -71,18 +123,7 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
     for (double x : load.rank_experts(load.busiest_rank)) ++batches[rows(x / chunks)];
     std::vector<std::pair<std::string, OpPayload>> ops;
     const auto group = [&](std::int64_t n, std::int64_t batch, const std::string& tag) {
-      const double act_in = static_cast<double>(n * batch) * static_cast<double>(up * ef) * e;
-      if (!backward) {
-        ops.push_back({"experts.up" + tag, GemmOp{{n, up * ef, h, linear, batch}}});
-        ops.push_back({"experts.activation" + tag, ElementwiseOp{act_in, act_in / static_cast<double>(up)}});
-        ops.push_back({"experts.down" + tag, GemmOp{{n, h, ef, linear, batch}}});
-      } else {
-        ops.push_back({"experts.down.backward_input" + tag, GemmOp{{n, ef, h, linear, batch}}});
-        ops.push_back({"experts.down.backward_weight" + tag, GemmOp{{ef, h, n, linear, batch}}});
-        ops.push_back({"experts.activation.backward" + tag, ElementwiseOp{act_in + act_in / static_cast<double>(up), act_in}});
-        ops.push_back({"experts.up.backward_input" + tag, GemmOp{{n, h, up * ef, linear, batch}}});
-        ops.push_back({"experts.up.backward_weight" + tag, GemmOp{{h, up * ef, n, linear, batch}}});
-      }
+      for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile}, backward, tag)) ops.push_back(std::move(op));
     };
     for (const auto& [n, batch] : batches) group(n, batch, batches.size() == 1 ? "" : fmt::format(".rows{}", n));
     return kernels_alone(ops, hw);

@@ -11,9 +11,12 @@
 // Load: uniform by default, or skewed (a skew parameter or an explicit histogram); the rank
 // whose experts get the most tokens sets the pace (every rank waits for its outputs), and
 // the all-to-alls are priced as the uneven flows they are (step/all_to_all).
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tpsim/core/tick.hpp"
+#include "tpsim/dag/op.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
 #include "tpsim/step/group_collective.hpp"
 #include "tpsim/workload/training_spec.hpp"
@@ -42,6 +45,18 @@ struct MoeLayerCost {
   std::vector<StepCollective> collectives;
   std::vector<LayerPhase> forward_phases, backward_phases;  // its all-to-alls (and TP collectives), from its start
 };
+
+// One grouped GEMM batch of the busiest rank's experts: `batch` experts of `rows` token
+// rows each, hidden `hidden`, each expert's FFN shard `ffn` wide (`up` up-projections),
+// forward (up, activation, down) or backward (each GEMM's input and weight gradients).
+// With linears narrower than the activations (fp8), each GEMM's operands are cast first as
+// torchao's rowwise fp8 grouped GEMM does (see expert_parallel.cpp); `tag` names the batch.
+struct ExpertGroup {
+  std::int64_t rows = 0, batch = 0, hidden = 0, ffn = 0, up = 1;
+  Dtype dtype = Dtype::bf16, linear = Dtype::bf16;
+  bool compile = false;
+};
+std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag);
 
 // `tp_collectives`: whether the routed block gathers its input and reduce-scatters its output
 // over the TP group itself (a model without shared experts; otherwise their FFN does it).
