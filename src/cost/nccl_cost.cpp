@@ -18,6 +18,13 @@ double nvls_bytes_per_rank(double buffer_bytes, int ranks) { return buffer_bytes
 // NCCL's NVLS bus bandwidth: the hardware's efficiency, less one channel's share
 // (src/graph/tuning.cc: bwIntra * nvlsEfficiency * (nChannels - 1) / nChannels).
 double nvls_efficiency(const NvlsSpec& n) { return n.efficiency * (n.channels - 1) / n.channels; }
+
+// NVLS and the NVLS tree run NCCL's Simple protocol only.
+const NcclProtocol& simple_protocol(const HardwareSpec& hw) {
+  for (const NcclProtocol& p : hw.nccl.protocols)
+    if (p.name == "Simple") return p;
+  throw std::logic_error("NVLS without NCCL's Simple protocol (the hardware loader requires it)");
+}
 }  // namespace
 
 Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer_bytes, int ranks, double link_bytes_per_ps) {
@@ -57,9 +64,7 @@ CollectivePlan plan_nvls(double buffer_bytes, int ranks, const HardwareSpec& hw)
   const NvlsSpec& n = hw.nccl.nvls;
   CollectivePlan plan;
   plan.algorithm = NcclAlgorithm::nvls;
-  for (const NcclProtocol& p : hw.nccl.protocols)
-    if (p.name == "Simple") plan.protocol = &p;
-  if (!plan.protocol) throw std::logic_error("NVLS without NCCL's Simple protocol (the hardware loader requires it)");
+  plan.protocol = &simple_protocol(hw);
   // NCCL runs NVLS on all its NVLS channels whatever the size (src/enqueue.cc).
   plan.channels = n.channels;
   plan.threads = n.threads;
@@ -73,26 +78,43 @@ double nvls_tree_nic_bytes(double buffer_bytes, int per_node, int nodes) {
   return buffer_bytes / per_node * (nodes > 2 ? 2 : 1);
 }
 
-Tick nvls_tree_estimate(double buffer_bytes, int per_node, int nodes, const HardwareSpec& hw, double nic_bytes_per_ps) {
-  const NvlsSpec& n = hw.nccl.nvls;
-  const NcclProtocol* simple = nullptr;
-  for (const NcclProtocol& p : hw.nccl.protocols)
-    if (p.name == "Simple") simple = &p;
+namespace {
+// NCCL's NVLS latency, then a network level up and one down per tree level.
+Tick nvls_tree_latency(int nodes, const HardwareSpec& hw) {
   const NetLatency* net = hw.cluster.latency_for("Simple");
-  if (!simple || !net || !n.present()) throw std::logic_error("NVLS tree without NVLS, NCCL's Simple protocol or its network latency");
+  if (!net || !hw.nccl.nvls.present()) throw std::logic_error("NVLS tree without NVLS or the cluster's network latency");
   const auto levels = static_cast<Tick>(std::ceil(std::log2(static_cast<double>(nodes))));
-  const Tick latency = n.latency + 2 * levels * net->nvls_tree_step;
-  const Tick in_node = duration_for(nvls_bytes_per_rank(buffer_bytes, per_node), hw.fabric.nvlink.bytes_per_ps * nvls_efficiency(n));
-  const Tick across = duration_for(nvls_tree_nic_bytes(buffer_bytes, per_node, nodes), nic_bytes_per_ps * simple->bandwidth_efficiency);
-  return latency + std::max(in_node, across);
+  return hw.nccl.nvls.latency + 2 * levels * net->nvls_tree_step;
+}
+}  // namespace
+
+Tick nvls_tree_estimate(double buffer_bytes, int per_node, int nodes, const HardwareSpec& hw, double nic_bytes_per_ps) {
+  const Tick in_node =
+      duration_for(nvls_bytes_per_rank(buffer_bytes, per_node), hw.fabric.nvlink.bytes_per_ps * nvls_efficiency(hw.nccl.nvls));
+  const Tick across =
+      duration_for(nvls_tree_nic_bytes(buffer_bytes, per_node, nodes), nic_bytes_per_ps * simple_protocol(hw).bandwidth_efficiency);
+  return nvls_tree_latency(nodes, hw) + std::max(in_node, across);
+}
+
+CollectivePlan plan_nvls_tree(double buffer_bytes, NodeSpread spread, const HardwareSpec& hw) {
+  CollectivePlan plan = plan_nvls(buffer_bytes, spread.per_node, hw);
+  plan.algorithm = NcclAlgorithm::nvls_tree;
+  plan.latency = hw.nccl.ring_startup + nvls_tree_latency(spread.nodes, hw);
+  plan.nic_bytes_per_rank = nvls_tree_nic_bytes(buffer_bytes, spread.per_node, spread.nodes);
+  plan.nic_efficiency = simple_protocol(hw).bandwidth_efficiency;
+  return plan;
 }
 
 CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,
-                               double link_bytes_per_ps) {
+                               double link_bytes_per_ps, NodeSpread spread, double nic_bytes_per_ps) {
   CollectivePlan ring = plan_ring(kind, buffer_bytes, ranks, hw, link_bytes_per_ps);
-  if (!nvls_applies(kind, ranks, one_node, hw)) return ring;
   const Tick ring_t = ring_estimate(*ring.protocol, kind, buffer_bytes, ranks, link_bytes_per_ps);
-  if (nvls_estimate(buffer_bytes, ranks, hw, link_bytes_per_ps) < ring_t) return plan_nvls(buffer_bytes, ranks, hw);
+  if (nvls_applies(kind, ranks, one_node, hw))
+    return nvls_estimate(buffer_bytes, ranks, hw, link_bytes_per_ps) < ring_t ? plan_nvls(buffer_bytes, ranks, hw) : ring;
+  const bool tree = kind == CollectiveKind::all_reduce && !one_node && spread.per_node >= 2 && spread.nodes >= 2 &&
+                    hw.nccl.nvls.present() && hw.cluster.latency_for("Simple") && nic_bytes_per_ps > 0;
+  if (tree && nvls_tree_estimate(buffer_bytes, spread.per_node, spread.nodes, hw, nic_bytes_per_ps) < ring_t)
+    return plan_nvls_tree(buffer_bytes, spread, hw);
   return ring;
 }
 

@@ -164,8 +164,7 @@ LaunchPlan plan_launches(const Dag& dag) {
     }
     rp.events = static_cast<int>(slot_of_event.size());
     for (const Launch& l : rp.launches) {
-      if (l.kind == LaunchKind::nccl_collective || l.kind == LaunchKind::nccl_sendrecv)
-        plan.uses_nccl[static_cast<std::size_t>(l.process_group)] = true;
+      if (is_nccl(l.kind)) plan.uses_nccl[static_cast<std::size_t>(l.process_group)] = true;
       if (l.kind == LaunchKind::barrier) plan.uses_barrier[static_cast<std::size_t>(l.process_group)] = true;
     }
     plan.ranks.push_back(std::move(rp));

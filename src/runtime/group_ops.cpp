@@ -1,6 +1,7 @@
 // What happens once every rank has met at a collective, send/recv or fused step.
 // These are group-synchronous: all ranks' kernels finish together.
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "machine.hpp"
@@ -22,6 +23,7 @@ void Machine::move_all(std::vector<std::pair<std::pair<int, int>, double>> trans
 
 void Machine::run_collective(const std::vector<OpId>& members, const CollectivePlan& plan) {
   if (plan.algorithm == NcclAlgorithm::nvls) run_nvls(members, plan);
+  else if (plan.algorithm == NcclAlgorithm::nvls_tree) run_nvls_tree(members, plan);
   else run_ring(members, plan);
 }
 
@@ -63,6 +65,36 @@ void Machine::run_nvls(const std::vector<OpId>& members, const CollectivePlan& p
       for (std::size_t j = 0; j < n; ++j)
         if (i != j) transfers.push_back({{dag_.op(members[i]).rank, dag_.op(members[j]).rank}, plan.bytes_per_rank / peers});
     move_all(std::move(transfers), plan.efficiency / peers, [this, members] { release_all(members); });
+  });
+}
+
+// NCCL's NVLS tree across nodes: inside each node the NVSwitch traffic of NVLS among the
+// node's members; across nodes each member's slice to the member at its place in the next
+// node (twice the slice past two nodes: a tree's inner node receives from two children
+// and sends to two), so every NIC carries what a tree puts through it. The two tiers
+// pipeline; the kernels finish when both have moved their bytes.
+void Machine::run_nvls_tree(const std::vector<OpId>& members, const CollectivePlan& plan) {
+  sim_.schedule_after(plan.latency, [this, members, plan] {
+    const Topology& topo = fabric_.topology();
+    std::map<int, std::vector<int>> by_node;  // node -> members in ring order
+    for (OpId m : members) by_node[topo.node_of(dag_.op(m).rank)].push_back(dag_.op(m).rank);
+    std::vector<std::pair<std::pair<int, int>, double>> inside, across;
+    for (auto it = by_node.begin(); it != by_node.end(); ++it) {
+      const std::vector<int>& here = it->second;
+      const double peers = static_cast<double>(here.size() - 1);
+      for (int a : here)
+        for (int b : here)
+          if (a != b) inside.push_back({{a, b}, plan.bytes_per_rank / peers});
+      const auto next = std::next(it) == by_node.end() ? by_node.begin() : std::next(it);
+      for (std::size_t i = 0; i < here.size(); ++i) across.push_back({{here[i], next->second[i]}, plan.nic_bytes_per_rank});
+    }
+    const double peers = static_cast<double>(by_node.begin()->second.size() - 1);
+    auto left = std::make_shared<int>(2);
+    auto done = [this, members, left] {
+      if (--*left == 0) release_all(members);
+    };
+    move_all(std::move(inside), plan.efficiency / peers, done);
+    move_all(std::move(across), plan.nic_efficiency, done);
   });
 }
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "machine.hpp"
 #include "tpsim/cost/elementwise_cost.hpp"
 #include "tpsim/cost/reduction_cost.hpp"
@@ -84,7 +86,8 @@ BlockResources Machine::nccl_block(int threads) const {
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
   const GroupFabric& gf = fabric_of(c.group);
   const CollectivePlan plan =
-      plan_collective(c.kind, c.buffer_bytes, dag_.process_group_of(c.group).size(), gf.one_node, hw_, gf.ring_capacity);
+      plan_collective(c.kind, c.buffer_bytes, dag_.process_group_of(c.group).size(), gf.one_node, hw_, gf.ring_capacity, gf.spread,
+                      gf.nic_capacity);
   if (tl_.detailed)
     tl_.details[id] = fmt::format("{} {}, {} channels", nccl_algorithm_name(plan.algorithm), plan.protocol->name, plan.channels);
   req.block = nccl_block(plan.threads);
@@ -158,6 +161,28 @@ double Machine::ring_link_capacity(const ProcessGroup& pg) const {
     c = std::min(c, rails * topo.route_capacity(r, next));
   }
   return c;
+}
+
+NodeSpread Machine::node_spread(const ProcessGroup& pg) const {
+  const Topology& topo = fabric_.topology();
+  std::map<int, int> per_node;
+  for (int r : pg.ranks) ++per_node[topo.node_of(r)];
+  NodeSpread s{per_node.begin()->second, static_cast<int>(per_node.size())};
+  for (const auto& [node, n] : per_node)
+    if (n != s.per_node) s.per_node = 0;  // uneven: NCCL's NVLS tree is not modelled for it
+  return s;
+}
+
+// The route from the group's first member to the same GPU of the next node it spans
+// (NCCL's NVLS tree crosses nodes rail by rail); 0 inside one node.
+double Machine::nic_capacity(const ProcessGroup& pg) const {
+  const Topology& topo = fabric_.topology();
+  for (int r : pg.ranks)
+    if (topo.node_of(r) != topo.node_of(pg.rank(0))) {
+      const int per = topo.gpus_per_node();
+      return topo.route_capacity(pg.rank(0), topo.node_of(r) * per + pg.rank(0) % per);
+    }
+  return 0;
 }
 
 bool Machine::in_one_node(const ProcessGroup& pg) const {

@@ -68,10 +68,15 @@ class Machine {
   const NcclProtocol& p2p_protocol(double bytes, int group) const;
   double ring_link_capacity(const ProcessGroup& pg) const;
   bool in_one_node(const ProcessGroup& pg) const;
-  // Per process group, constant for a run: the ring's narrowest hop, whether one NVSwitch holds it.
+  NodeSpread node_spread(const ProcessGroup& pg) const;
+  double nic_capacity(const ProcessGroup& pg) const;
+  // Per process group, constant for a run: the ring's narrowest hop, whether one NVSwitch
+  // holds it, how its ranks sit on nodes and a member's route to another node.
   struct GroupFabric {
     double ring_capacity = 0;
     bool one_node = false;
+    NodeSpread spread;
+    double nic_capacity = 0;
   };
   const GroupFabric& fabric_of(int group) const { return group_fabric_[static_cast<std::size_t>(dag_.process_group_id_of(group))]; }
   double ring_capacity_of(int group) const { return fabric_of(group).ring_capacity; }
@@ -80,6 +85,7 @@ class Machine {
   void run_collective(const std::vector<OpId>& members, const CollectivePlan& plan);
   void run_ring(const std::vector<OpId>& members, const CollectivePlan& plan);
   void run_nvls(const std::vector<OpId>& members, const CollectivePlan& plan);
+  void run_nvls_tree(const std::vector<OpId>& members, const CollectivePlan& plan);
   void run_sendrecv(const std::vector<OpId>& members, const NcclProtocol& proto);
   void run_fused_round(const std::vector<OpId>& members, const GemmPlan& plan, int grid, int round);
   // Starts each transfer; calls `done` once every one has landed (at once if none).

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -97,18 +98,32 @@ TEST_CASE("An NVLS all-reduce's wire time halves when the NVLink port doubles", 
         Approx(0.5).epsilon(0.01));
 }
 
-TEST_CASE("A group across two nodes all-reduces on a ring even where each node has NVLS", "[cost][nccl][nvls]") {
+TEST_CASE("A group across two NVLS nodes all-reduces by NCCL's NVLS tree, one inside a node by NVLS", "[cost][nccl][nvls]") {
   const HardwareSpec two = load_hardware_file(models_dir() + "/h100_sxm_2node.json");
   REQUIRE(two.nccl.nvls.present());
-  Dag dag(16);
-  const int across = dag.new_group();
-  const int inside = dag.new_group(dag.add_process_group({0, 1, 2, 3, 4, 5, 6, 7}));
-  for (int r = 0; r < 16; ++r) dag.add(r, 0, "across", CollectiveOp{CollectiveKind::all_reduce, 1e9, across});
-  std::vector<OpId> in;
-  for (int r = 0; r < 8; ++r) in.push_back(dag.add(r, 0, "inside", CollectiveOp{CollectiveKind::all_reduce, 1e9, inside}));
-  const Timeline tl = execute(dag, two);
-  CHECK(tl.detail(0).starts_with("ring "));
-  CHECK(tl.detail(in.front()).starts_with("nvls "));
+  const auto run = [](const HardwareSpec& hw) {
+    Dag dag(16);
+    const int across = dag.new_group();
+    const int inside = dag.new_group(dag.add_process_group({0, 1, 2, 3, 4, 5, 6, 7}));
+    for (int r = 0; r < 16; ++r) dag.add(r, 0, "across", CollectiveOp{CollectiveKind::all_reduce, 1e9, across});
+    std::vector<OpId> in;
+    for (int r = 0; r < 8; ++r) in.push_back(dag.add(r, 0, "inside", CollectiveOp{CollectiveKind::all_reduce, 1e9, inside}));
+    const Timeline tl = execute(dag, hw);
+    return std::make_tuple(tl.detail(0), tl.detail(in.front()), op_us(tl, 0));
+  };
+  const auto [across, inside, tree_us] = run(two);
+  CHECK(across.starts_with("nvls_tree "));
+  CHECK(inside.starts_with("nvls "));
+  // Two nodes: each GPU's NIC carries an eighth of the buffer each way, against a ring's
+  // 2(n-1)/n over the node's eight NICs: the tree takes well under the ring's time.
+  const auto [ring_detail, ignored, ring_us] = run(without_nvls(two));
+  CHECK(ring_detail.starts_with("ring "));
+  CHECK(tree_us < 0.75 * ring_us);
+  // As the step model prices it (latency + the slower tier), within the fabric's sharing.
+  GroupLayout g;
+  g.ranks = 16, g.per_node = 8, g.nodes = 2;
+  const double step_us = to_us(group_collective_cost(GroupOp::all_reduce, 1e9, g, two).time);
+  CHECK(tree_us == Approx(step_us).epsilon(0.1));
 }
 
 TEST_CASE("Training-step all-reduces inside a node take NVLS, those across nodes and other collectives do not", "[step][collective][nvls]") {

@@ -26,8 +26,16 @@ inline std::string_view collective_kind_name(CollectiveKind k) {
 // is a reduce-scatter then an all-gather, 2(n-1) (src/graph/tuning.cc: nsteps).
 inline int ring_steps(CollectiveKind k, int ranks) { return (k == CollectiveKind::all_reduce ? 2 : 1) * (ranks - 1); }
 
-enum class NcclAlgorithm { ring, nvls };
-inline std::string_view nccl_algorithm_name(NcclAlgorithm a) { return a == NcclAlgorithm::ring ? "ring" : "nvls"; }
+enum class NcclAlgorithm { ring, nvls, nvls_tree };
+inline std::string_view nccl_algorithm_name(NcclAlgorithm a) {
+  return a == NcclAlgorithm::ring ? "ring" : a == NcclAlgorithm::nvls ? "nvls" : "nvls_tree";
+}
+
+// How a group's ranks sit on nodes: `per_node` in each of `nodes` (0 when uneven).
+struct NodeSpread {
+  int per_node = 0;
+  int nodes = 1;
+};
 
 struct CollectivePlan {
   NcclAlgorithm algorithm = NcclAlgorithm::ring;
@@ -41,6 +49,8 @@ struct CollectivePlan {
   // every slice's multicast in).
   double bytes_per_rank = 0;
   double efficiency = 0;         // fraction of the link's payload rate the transfers reach
+  double nic_bytes_per_rank = 0;  // NVLS tree: what each member sends to another node
+  double nic_efficiency = 0;
 };
 
 // `buffer_bytes`: the whole gathered buffer (all-gather output, reduce-scatter input,
@@ -67,9 +77,15 @@ Tick nvls_estimate(double buffer_bytes, int ranks, const HardwareSpec& hw, doubl
 Tick nvls_tree_estimate(double buffer_bytes, int per_node, int nodes, const HardwareSpec& hw, double nic_bytes_per_ps);
 double nvls_tree_nic_bytes(double buffer_bytes, int per_node, int nodes);
 
-// The algorithm NCCL picks, by its estimate, for a collective of `ranks` ranks.
+// NVLS tree as run: `bytes_per_rank` and `efficiency` are the NVLink side's (as NVLS),
+// `nic_bytes_per_rank` and `nic_efficiency` what each member sends across nodes.
+CollectivePlan plan_nvls_tree(double buffer_bytes, NodeSpread spread, const HardwareSpec& hw);
+
+// The algorithm NCCL picks, by its estimate, for a collective of `ranks` ranks laid out
+// as `spread` (NVLS inside one node; the NVLS tree across nodes with two or more per node;
+// else a ring). `nic_bytes_per_ps`: one GPU's route to its peer in another node.
 CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,
-                               double link_bytes_per_ps);
+                               double link_bytes_per_ps, NodeSpread spread = {}, double nic_bytes_per_ps = 0);
 
 // NCCL's own estimate (latency + bytes / bandwidth) for a protocol, used to choose it.
 Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer_bytes, int ranks, double link_bytes_per_ps);
