@@ -2,10 +2,9 @@
 // how long a block takes, and what happens when every block is resident.
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
-
-#include <map>
 
 #include "machine.hpp"
 #include "tpsim/cost/elementwise_cost.hpp"
@@ -167,6 +166,7 @@ NodeSpread Machine::node_spread(const ProcessGroup& pg) const {
   const Topology& topo = fabric_.topology();
   std::map<int, int> per_node;
   for (int r : pg.ranks) ++per_node[topo.node_of(r)];
+  if (per_node.empty()) return {};
   NodeSpread s{per_node.begin()->second, static_cast<int>(per_node.size())};
   for (const auto& [node, n] : per_node)
     if (n != s.per_node) s.per_node = 0;  // uneven: NCCL's NVLS tree is not modelled for it
