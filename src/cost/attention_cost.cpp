@@ -1,6 +1,7 @@
 #include "tpsim/cost/attention_cost.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace tpsim {
 
@@ -23,7 +24,10 @@ AttentionPlan plan_attention(const AttentionProblem& a, const HardwareSpec& hw) 
   p.blocks = std::max<std::int64_t>(1, (a.tokens + hw.attention.block_rows - 1) / hw.attention.block_rows * a.heads);
   p.flops_per_block = attention_flops(a) / static_cast<double>(p.blocks);
   p.bytes_per_block = attention_bytes(a) / static_cast<double>(p.blocks);
-  p.efficiency = a.backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency;
+  if (a.flash2 && !hw.attention.has_flash2())
+    throw std::logic_error("FlashAttention-2 on hardware without its efficiencies (the scenario checks refuse it)");
+  p.efficiency = a.flash2 ? (a.backward ? hw.attention.flash2_backward_efficiency : hw.attention.flash2_forward_efficiency)
+                          : (a.backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency);
   return p;
 }
 

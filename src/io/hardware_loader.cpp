@@ -325,11 +325,18 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     hw.reduction.sm_bytes_per_ps[static_cast<int>(k)] = Quantities(red.object(name, {"sm_bandwidth"})).get("sm_bandwidth", "bandwidth");
   }
 
-  const ObjectReader at = root.object("attention", {"forward_efficiency", "backward_efficiency", "block_rows"});
+  const ObjectReader at = root.object("attention", {"forward_efficiency", "backward_efficiency", "block_rows",
+                                                    "flash2_forward_efficiency", "flash2_backward_efficiency"});
   const Quantities aq(at);
   hw.attention.forward_efficiency = aq.get("forward_efficiency", "fraction");
   hw.attention.backward_efficiency = aq.get("backward_efficiency", "fraction");
   hw.attention.block_rows = aq.count("block_rows");
+  if (at.has("flash2_forward_efficiency") != at.has("flash2_backward_efficiency"))
+    fail_at(at.path(), "give flash2_forward_efficiency and flash2_backward_efficiency together");
+  if (at.has("flash2_forward_efficiency")) {
+    hw.attention.flash2_forward_efficiency = aq.get("flash2_forward_efficiency", "fraction");
+    hw.attention.flash2_backward_efficiency = aq.get("flash2_backward_efficiency", "fraction");
+  }
 
   // Every kind of block must fit an empty SM, or the simulation could never place it.
   const auto check_fits = [&](const BlockResources& b, const std::string& path) {

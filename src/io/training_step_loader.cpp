@@ -212,14 +212,15 @@ bool parse_tp_weight_grad_input(const ObjectReader& w) {
 
 AttentionChoice parse_attention_choice(const ObjectReader& w) {
   AttentionChoice a;
-  a.impl = parse_choice(w, "attention", AttentionImpl::flash, {{"flash", AttentionImpl::flash}, {"unfused", AttentionImpl::unfused}});
+  a.impl = parse_choice(w, "attention", AttentionImpl::flash,
+                        {{"flash", AttentionImpl::flash}, {"flash2", AttentionImpl::flash2}, {"unfused", AttentionImpl::unfused}});
   if (w.has("attention_dropout")) {
     const Json& v = w.at("attention_dropout");
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() >= 1)
       fail_at(w.child_path("attention_dropout"), fmt::format("must be a probability in [0, 1), got {}", v.dump()));
     a.dropout = v.get<double>();
     // Flash attention's in-kernel dropout is not modelled; say so rather than ignore it.
-    if (a.dropout > 0 && a.impl == AttentionImpl::flash)
+    if (a.dropout > 0 && a.impl != AttentionImpl::unfused)
       fail_at(w.child_path("attention_dropout"), "is modelled for \"attention\": \"unfused\" only");
   }
   return a;
@@ -307,8 +308,15 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   return t;
 }
 
+void check_attention_hardware(const AttentionChoice& a, const HardwareSpec& hw) {
+  if (a.impl == AttentionImpl::flash2 && !hw.attention.has_flash2())
+    fail_at("$.workload.attention", fmt::format("\"flash2\": hardware {} gives no FlashAttention-2 efficiencies "
+                                                "(attention.flash2_forward_efficiency and flash2_backward_efficiency)", hw.name));
+}
+
 std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, std::int64_t gpus, const HardwareSpec& hw) {
   std::vector<std::string> notes;
+  check_attention_hardware(step.attention, hw);
   if (step.linear_dtype && !hw.computes(*step.linear_dtype))
     fail_at("$.workload.linear_dtype", fmt::format("hardware {} has no {} math (its compute.peak_dense lacks it)", hw.name,
                                                    dtype_name(*step.linear_dtype)));

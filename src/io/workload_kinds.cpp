@@ -138,6 +138,7 @@ void keep_variants_across_nodes(Scenario& s, bool variants_listed, const std::st
 // One TP group: one node, unless the hardware model joins nodes; then only the variants
 // that reach peers through NCCL (not through memory mapped over NVLink).
 std::vector<std::string> check_tp_group_hardware(Scenario& s, bool variants_listed) {
+  check_attention_hardware(s.workload.attention, s.hardware);
   const FabricSpec& fabric = s.hardware.fabric;
   if (fabric.topology != "multi_node" && s.gpus > fabric.gpus_per_node)
     fail_at("$.gpus", fmt::format("{} is one node of {} GPUs (topology \"{}\"); {} GPUs need a multi_node hardware model such as "

@@ -154,8 +154,8 @@ class LayerBuilder {
   }
   void residual(const std::string& name, std::int64_t elems) { local(name, 2 * elems, (sc_.workload.compile ? 2 : 1) * elems); }
   void attention(bool backward) {
-    const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype};
     const AttentionChoice& how = sc_.workload.attention;
+    const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype, how.impl == AttentionImpl::flash2};
     if (how.impl == AttentionImpl::unfused) {
       const auto kernels = unfused_attention_kernels(a, how.dropout);
       for (int r : ranks_)

@@ -56,7 +56,9 @@ std::string_view pipeline_schedule_name(PipelineSchedule p) {
   return "?";
 }
 
-std::string_view attention_impl_name(AttentionImpl a) { return a == AttentionImpl::flash ? "flash" : "unfused"; }
+std::string_view attention_impl_name(AttentionImpl a) {
+  return a == AttentionImpl::flash ? "flash" : a == AttentionImpl::flash2 ? "flash2" : "unfused";
+}
 
 std::string_view cp_method_name(CpMethod m) { return m == CpMethod::allgather ? "allgather" : "ring"; }
 

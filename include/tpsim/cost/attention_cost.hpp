@@ -16,6 +16,9 @@ struct AttentionProblem {
   bool causal = true;
   bool backward = false;
   Dtype dtype = Dtype::bf16;
+  // FlashAttention-2 (PyTorch SDPA's flash backend) where the hardware's own figures are
+  // for a newer kernel (FlashAttention-3 on Hopper).
+  bool flash2 = false;
 };
 
 struct AttentionPlan {

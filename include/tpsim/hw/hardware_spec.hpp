@@ -141,6 +141,9 @@ struct AttentionSpec {
   double forward_efficiency = 0;   // fraction of tensor peak a flash-attention forward sustains
   double backward_efficiency = 0;
   std::int64_t block_rows = 0;     // query rows per block
+  // FlashAttention-2's, where the figures above are a newer kernel's (0: not given).
+  double flash2_forward_efficiency = 0, flash2_backward_efficiency = 0;
+  bool has_flash2() const { return flash2_forward_efficiency > 0; }
 };
 
 struct ElementwiseSpec {

@@ -13,8 +13,10 @@ namespace tpsim {
 // The workload object's keys besides "op" (io/workload_kinds admits only these).
 std::vector<std::string> training_step_keys();
 TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus);
-// "attention" ("flash" | "unfused") and "attention_dropout" of a layer or step workload.
+// "attention" ("flash" | "flash2" | "unfused") and "attention_dropout" of a layer or step workload.
 AttentionChoice parse_attention_choice(const ObjectReader& w);
+// "flash2" needs the hardware's FlashAttention-2 efficiencies.
+void check_attention_hardware(const AttentionChoice& a, const HardwareSpec& hw);
 // "tp_weight_grad_input": "regather" (false, Megatron-LM) or "saved" (true, PyTorch TP).
 bool parse_tp_weight_grad_input(const ObjectReader& w);
 // What the hardware must describe for this mesh: memory capacity, and a cluster

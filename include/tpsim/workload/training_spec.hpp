@@ -37,7 +37,10 @@ enum class CpMethod { allgather, ring };
 // DotProductAttention (megatron/core/transformer/dot_product_attention.py) and the
 // Megatron-LM of Korthikanti et al. 2022: a batched QK^T GEMM, a fused scale-mask-softmax
 // over the materialized [s, s] scores, dropout on them, and a batched GEMM with V.
-enum class AttentionImpl { flash, unfused };
+// `flash2`: FlashAttention-2, the kernel of PyTorch's SDPA flash backend
+// (aten/src/ATen/native/transformers/cuda/flash_attn), where `flash` is the hardware's
+// newest (FlashAttention-3 on Hopper).
+enum class AttentionImpl { flash, flash2, unfused };
 std::string_view attention_impl_name(AttentionImpl a);
 struct AttentionChoice {
   AttentionImpl impl = AttentionImpl::flash;
