@@ -74,6 +74,11 @@ CollectivePlan plan_nvls(double buffer_bytes, int ranks, const HardwareSpec& hw)
   return plan;
 }
 
+bool nvls_tree_applies(CollectiveKind kind, NodeSpread spread, const HardwareSpec& hw) {
+  return kind == CollectiveKind::all_reduce && spread.per_node >= 2 && spread.nodes >= 2 && hw.nccl.nvls.present() &&
+         hw.cluster.latency_for("Simple");
+}
+
 double nvls_tree_nic_bytes(double buffer_bytes, int per_node, int nodes) {
   return buffer_bytes / per_node * (nodes > 2 ? 2 : 1);
 }
@@ -111,9 +116,7 @@ CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ran
   const Tick ring_t = ring_estimate(*ring.protocol, kind, buffer_bytes, ranks, link_bytes_per_ps);
   if (nvls_applies(kind, ranks, one_node, hw))
     return nvls_estimate(buffer_bytes, ranks, hw, link_bytes_per_ps) < ring_t ? plan_nvls(buffer_bytes, ranks, hw) : ring;
-  const bool tree = kind == CollectiveKind::all_reduce && !one_node && spread.per_node >= 2 && spread.nodes >= 2 &&
-                    hw.nccl.nvls.present() && hw.cluster.latency_for("Simple") && nic_bytes_per_ps > 0;
-  if (tree && nvls_tree_estimate(buffer_bytes, spread.per_node, spread.nodes, hw, nic_bytes_per_ps) < ring_t)
+  if (!one_node && nic_bytes_per_ps > 0 && nvls_tree_applies(kind, spread, hw) && nvls_tree_estimate(buffer_bytes, spread.per_node, spread.nodes, hw, nic_bytes_per_ps) < ring_t)
     return plan_nvls_tree(buffer_bytes, spread, hw);
   return ring;
 }

@@ -79,16 +79,15 @@ void Machine::run_nvls_tree(const std::vector<OpId>& members, const CollectivePl
     std::map<int, std::vector<int>> by_node;  // node -> members in ring order
     for (OpId m : members) by_node[topo.node_of(dag_.op(m).rank)].push_back(dag_.op(m).rank);
     std::vector<std::pair<std::pair<int, int>, double>> inside, across;
+    const double peers = static_cast<double>(by_node.begin()->second.size() - 1);  // every node holds as many
     for (auto it = by_node.begin(); it != by_node.end(); ++it) {
       const std::vector<int>& here = it->second;
-      const double peers = static_cast<double>(here.size() - 1);
       for (int a : here)
         for (int b : here)
           if (a != b) inside.push_back({{a, b}, plan.bytes_per_rank / peers});
       const auto next = std::next(it) == by_node.end() ? by_node.begin() : std::next(it);
       for (std::size_t i = 0; i < here.size(); ++i) across.push_back({{here[i], next->second[i]}, plan.nic_bytes_per_rank});
     }
-    const double peers = static_cast<double>(by_node.begin()->second.size() - 1);
     auto left = std::make_shared<int>(2);
     auto done = [this, members, left] {
       if (--*left == 0) release_all(members);

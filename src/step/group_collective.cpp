@@ -73,7 +73,7 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     }
   }
   // NVLS tree: an all-reduce across nodes with two or more members in each, on nodes with NVLS.
-  if (op == GroupOp::all_reduce && across && g.per_node >= 2 && hw.nccl.nvls.present()) {
+  if (op == GroupOp::all_reduce && nvls_tree_applies(CollectiveKind::all_reduce, NodeSpread{g.per_node, g.nodes}, hw)) {
     const Tick t = hw.nccl.ring_startup + nvls_tree_estimate(buffer_bytes, g.per_node, g.nodes, hw, nic);
     if (t < best.time)
       best = {t, "nvls_tree", "Simple", hw.nccl.nvls.channels, best.tier, nvls_tree_nic_bytes(buffer_bytes, g.per_node, g.nodes)};

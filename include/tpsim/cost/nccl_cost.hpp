@@ -74,6 +74,7 @@ Tick nvls_estimate(double buffer_bytes, int ranks, const HardwareSpec& hw, doubl
 // the bandwidth), and the switch multicasts the result back. The two tiers pipeline:
 // the slower sets the pace. Latency: NCCL's NVLS latency plus a network level up and
 // one down per tree level.
+bool nvls_tree_applies(CollectiveKind kind, NodeSpread spread, const HardwareSpec& hw);
 Tick nvls_tree_estimate(double buffer_bytes, int per_node, int nodes, const HardwareSpec& hw, double nic_bytes_per_ps);
 double nvls_tree_nic_bytes(double buffer_bytes, int per_node, int nodes);
 
