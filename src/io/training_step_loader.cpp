@@ -234,7 +234,8 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   if (t.local_batch > 1 << 20) fail_at(w.child_path("local_batch"), "more than 2^20 sequences per rank");
   t.mesh = parse_mesh(w, gpus);
   t.checkpoint = parse_choice(w, "activation_checkpoint", Checkpointing::none,
-                              {{"none", Checkpointing::none}, {"selective", Checkpointing::selective}, {"full", Checkpointing::full}});
+                              {{"none", Checkpointing::none}, {"selective", Checkpointing::selective},
+                               {"selective_op", Checkpointing::selective_op}, {"full", Checkpointing::full}});
   t.schedule = parse_choice(w, "pp_schedule", PipelineSchedule::one_f_one_b,
                             {{"gpipe", PipelineSchedule::gpipe}, {"1f1b", PipelineSchedule::one_f_one_b},
                              {"interleaved_1f1b", PipelineSchedule::interleaved_1f1b}});
@@ -287,6 +288,11 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   // Context parallelism's attention loop is built of flash-attention blocks.
   if (t.attention.impl == AttentionImpl::unfused && t.mesh.size(MeshDim::cp) > 1)
     fail_at(w.child_path("attention"), "\"unfused\" is not modelled with context parallelism (cp > 1): its blocks are flash attention");
+  // torchtitan's per-op policy is modelled on its dense Llama layer with fused attention.
+  if (t.checkpoint == Checkpointing::selective_op && (t.model.is_moe() || t.attention.impl == AttentionImpl::unfused))
+    fail_at(w.child_path("activation_checkpoint"),
+            fmt::format("\"selective_op\" is modelled for dense layers with fused attention only ({})",
+                        t.model.is_moe() ? "this model has experts" : "attention is \"unfused\""));
   t.cp_method = parse_choice(w, "cp_method", CpMethod::allgather, {{"allgather", CpMethod::allgather}, {"ring", CpMethod::ring}});
   t.cp_method_ignored = w.has("cp_method") && t.mesh.size(MeshDim::cp) == 1;
   if (w.has("moe_dispatch_chunks")) {

@@ -5,12 +5,14 @@
 #include <tuple>
 
 #include "tpsim/analysis/metrics.hpp"
+#include "tpsim/core/invariant.hpp"
 #include "tpsim/runtime/executor.hpp"
 #include "tpsim/step/context_parallel.hpp"
 #include "tpsim/step/expert_parallel.hpp"
 #include "tpsim/step/group_collective.hpp"
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
+#include "tpsim/step/op_checkpoint.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/strategies/unfused_attention.hpp"
 
@@ -194,6 +196,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     case Checkpointing::selective:
       c.recompute = t.attention.impl == AttentionImpl::unfused ? attention_core() : selective(static_cast<double>(tokens), f);
       break;
+    case Checkpointing::selective_op: c.recompute = op_checkpoint_recompute(t, hw, s.dtype); break;
   }
   if (t.model.is_moe()) {
     // A MoE layer: attention, the shared experts as a dense FFN of their combined width, and
@@ -231,6 +234,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     const ExpertLoad load = expert_load(t);
     switch (t.checkpoint) {
       case Checkpointing::none: break;
+      case Checkpointing::selective_op: throw InvariantViolation("selective_op reached a MoE layer (the loader refuses it)");
       case Checkpointing::full: m.recompute = m.forward; break;
       case Checkpointing::selective:
         m.recompute = t.attention.impl == AttentionImpl::unfused

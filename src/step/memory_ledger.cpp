@@ -4,6 +4,7 @@
 
 #include "tpsim/step/context_parallel.hpp"
 #include "tpsim/step/expert_parallel.hpp"
+#include "tpsim/step/op_checkpoint.hpp"
 #include "tpsim/strategies/unfused_attention.hpp"
 
 namespace tpsim {
@@ -51,6 +52,7 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
     // [s, s] tensors and keeps the rest (Korthikanti et al. 2022); flash attention has none,
     // so selective drops the norm outputs and the FFN activation instead.
     case Checkpointing::selective: per_token = unfused ? everything : everything - 2 * norm_out - ffn_recomputed; break;
+    case Checkpointing::selective_op: per_token = op_checkpoint_kept_per_token(t); break;
     case Checkpointing::full: per_token = hs; break;
   }
   double bytes = tokens * per_token / tp * element_bytes;
@@ -84,8 +86,11 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     l.parts.emplace_back("FSDP unsharded gradients", grad_bytes * 2 * in.largest_layer);
   }
   double act = in.peak_activations;
-  // Full checkpointing rebuilds one layer's activations at a time inside backward.
+  // Full checkpointing rebuilds one layer's activations at a time inside backward; the
+  // per-op policy rebuilds what it did not keep.
   if (t.checkpoint == Checkpointing::full) act += activation_bytes_per_layer(t, Checkpointing::none, e, t.model.is_moe());
+  if (t.checkpoint == Checkpointing::selective_op)
+    act += std::max(0.0, activation_bytes_per_layer(t, Checkpointing::none, e) - activation_bytes_per_layer(t, Checkpointing::selective_op, e));
   l.parts.emplace_back("activations", act);
   l.peak_activations = act;
   if (in.last_stage) {

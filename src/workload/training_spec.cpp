@@ -42,6 +42,7 @@ std::string_view checkpointing_name(Checkpointing c) {
   switch (c) {
     case Checkpointing::none: return "none";
     case Checkpointing::selective: return "selective";
+    case Checkpointing::selective_op: return "selective_op";
     case Checkpointing::full: return "full";
   }
   return "?";

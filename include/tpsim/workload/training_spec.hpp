@@ -27,7 +27,9 @@ struct MeshShape {
   std::int64_t stride(MeshDim d) const;
 };
 
-enum class Checkpointing { none, selective, full };
+// selective: Megatron-LM's (norms and activation, or the unfused attention core,
+// recomputed); selective_op: torchtitan's per-op policy (step/op_checkpoint.hpp).
+enum class Checkpointing { none, selective, selective_op, full };
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b };
 // How context parallelism brings the other ranks' K/V to a rank's queries (PyTorch's
 // context_parallel rotate methods): one all-gather before the block loop (the default,
