@@ -13,6 +13,7 @@
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/op_checkpoint.hpp"
+#include "tpsim/strategies/eager_kernels.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/strategies/unfused_attention.hpp"
 
@@ -59,6 +60,7 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers, const LayerPar
   sub.workload.layers = layers;
   sub.workload.linear_dtype = t.linear_dtype;
   sub.workload.compile = t.compile;
+  sub.workload.aten_elementwise = t.aten_elementwise;
   sub.workload.weights_in_linear_dtype = t.weights_gathered_in_fp8();
   sub.workload.tp_gathers_in_linear_dtype = t.tp_fp8_all_gather;
   sub.workload.sequence_parallel = t.sequence_parallel;
@@ -180,6 +182,16 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   // Selective checkpointing recomputes the norm outputs and the FFN activation (GEMM outputs
   // kept): the same kernels as the layer's forward (strategies/layer.cpp).
   const auto selective = [&](double activation_rows, std::int64_t width) {
+    if (t.aten_elementwise) {
+      std::vector<std::pair<std::string, OpPayload>> ops;
+      for (int norm = 0; norm < 2; ++norm)
+        for (const auto& [k, op] : aten_rmsnorm_kernels(static_cast<double>(rows * h), static_cast<double>(rows), e, false)) ops.emplace_back(k, op);
+      if (t.model.gated_ffn)
+        for (const auto& [k, op] : aten_swiglu_kernels(activation_rows * static_cast<double>(width), e, false)) ops.emplace_back(k, op);
+      else
+        ops.emplace_back("gelu", ElementwiseOp{activation_rows * width * e, activation_rows * width * e});
+      return kernels_alone(ops, hw);
+    }
     return elementwise_time(hw, {ElementwiseOp{rows * h * e, rows * h * e}, ElementwiseOp{rows * h * e, rows * h * e},
                                  ElementwiseOp{t.model.ffn_up_projections() * activation_rows * width * e, activation_rows * width * e}});
   };

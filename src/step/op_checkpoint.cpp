@@ -5,6 +5,7 @@
 #include "tpsim/step/group_collective.hpp"
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
+#include "tpsim/strategies/eager_kernels.hpp"
 
 namespace tpsim {
 
@@ -54,7 +55,20 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
   // The element-wise kernels as the layer's forward runs them (strategies/layer.cpp): the
   // attention norm on the layer's input, then the residual add and the FFN norm (one pass
   // writing both when compiled).
-  pass("attention.norm", rows * h, rows * h);
+  const auto aten = [&](const std::string& name, const NamedKernels& ks) {
+    for (const auto& [k, op] : ks) ops.emplace_back("recompute." + name + "." + k, op);
+  };
+  const auto norm = [&](const std::string& name) {
+    if (t.aten_elementwise) aten(name, aten_rmsnorm_kernels(rows * h, rows, e, false));
+    else pass(name, rows * h, rows * h);
+  };
+  norm("attention.norm");
+  if (t.aten_elementwise) {
+    // RoPE on the recomputed K and the kept Q's output alike (both re-derived from mm outputs).
+    const auto heads = [&](std::int64_t n) { return static_cast<double>(tokens) * static_cast<double>(std::max<std::int64_t>(1, n / tp) * t.model.head_dim); };
+    aten("attention.rope.q", aten_rope_kernels(heads(t.model.heads), e, false));
+    aten("attention.rope.k", aten_rope_kernels(heads(t.model.kv_heads), e, false));
+  }
   const auto linears = layer_linears(t.model, tp);
   // fp8: each distinct input of a recomputed linear cast once, each weight unless FSDP
   // gathered it in fp8; the amaxes are kept, so a cast reads its tensor once.
@@ -77,10 +91,11 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     pass("attention.residual_ffn.norm", 2 * rows * h, 2 * rows * h);
   } else {
     pass("attention.residual", 2 * rows * h, rows * h);
-    pass("ffn.norm", rows * h, rows * h);
+    norm("ffn.norm");
   }
   const double up = t.model.ffn_up_projections();
-  pass(t.model.gated_ffn ? "ffn.silu_mul" : "ffn.gelu", up * tokens * f, tokens * f);
+  if (t.aten_elementwise && t.model.gated_ffn) aten("ffn.silu_mul", aten_swiglu_kernels(tokens * f, e, false));
+  else pass(t.model.gated_ffn ? "ffn.silu_mul" : "ffn.gelu", up * tokens * f, tokens * f);
   Tick time = kernels_alone(ops, hw);
   if (tp > 1 && t.sequence_parallel) {
     // The all-gathers of the attention's and the FFN's input (not kept: all_gather_into_tensor

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "layer.hpp"
+#include "tpsim/strategies/eager_kernels.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/strategies/unfused_attention.hpp"
 #include "tpsim/core/invariant.hpp"
@@ -42,6 +43,7 @@ class LayerBuilder {
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
     norm("attention.norm", x.tr * x.h);
     gather("attention.qkv", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{x.t, kv, x.h}, {x.tr, kv, x.h}}, {{x.t, kv, x.h}, {x.tr, kv, x.h}}});
+    rope(false);
     attention(false);
     scatter("attention.out", x.tr * x.h, {{{x.t, x.h, q}, {x.tr, x.h, q}}});
     residual("attention.residual", x.tr * x.h);
@@ -53,7 +55,7 @@ class LayerBuilder {
     norm("ffn.norm", x.tr * x.h);
     if (gated_) {
       gather("ffn.w13", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.t, x.f, x.h}, {x.tr, x.f, x.h}}});
-      local("ffn.silu_mul", 2 * x.t * x.f, x.t * x.f);
+      swiglu(false);
     } else {
       gather("ffn.w1", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}});
       local("ffn.gelu", x.t * x.f, x.t * x.f);
@@ -66,7 +68,7 @@ class LayerBuilder {
     const auto& x = sh_;
     gather("ffn.w2.backward", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.f, x.h, x.t}, {x.f, x.h, x.tr}}}, Weights::first_gemm);
     if (gated_) {
-      local("ffn.silu_mul.backward", 3 * x.t * x.f, 2 * x.t * x.f);
+      swiglu(true);
       scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}});
       weight_gradient("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     } else {
@@ -74,7 +76,7 @@ class LayerBuilder {
       scatter("ffn.w1.backward_input", x.tr * x.h, {{{x.t, x.h, x.f}, {x.tr, x.h, x.f}}});
       weight_gradient("ffn.w1.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     }
-    local("ffn.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
+    norm_backward("ffn.norm.backward", x.tr * x.h);
   }
 
   void attention_backward() {
@@ -82,10 +84,11 @@ class LayerBuilder {
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
     gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}}, Weights::first_gemm);
     attention(true);
+    rope(true);
     scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}});
     weight_gradient("attention.qkv.backward_weight", x.tr * x.h,
            {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}});
-    local("attention.norm.backward", 3 * x.tr * x.h, x.tr * x.h);
+    norm_backward("attention.norm.backward", x.tr * x.h);
   }
 
  private:
@@ -150,7 +153,30 @@ class LayerBuilder {
   // compile fuses each residual add with the norm after it (one pass writing both);
   // without it the norm reads the residual's output again.
   void norm(const std::string& name, std::int64_t elems) {
+    if (sc_.workload.aten_elementwise) return kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, false));
     if (!sc_.workload.compile) local(name, elems, elems);
+  }
+  void norm_backward(const std::string& name, std::int64_t elems) {
+    if (sc_.workload.aten_elementwise) return kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, true));
+    local(name, 3 * elems, elems);
+  }
+  // Rotary embeddings on Q and K: charged as eager PyTorch's kernels only (a fused
+  // kernel's one pass over Q and K is left out, as before).
+  void rope(bool backward) {
+    if (!sc_.workload.aten_elementwise) return;
+    const std::string name = backward ? "attention.rope.backward" : "attention.rope";
+    kernels(name + ".q", aten_rope_kernels(double(sh_.t) * double(sh_.hq * sh_.hd), sh_.e, backward));
+    kernels(name + ".k", aten_rope_kernels(double(sh_.t) * double(sh_.hkv * sh_.hd), sh_.e, backward));
+  }
+  void swiglu(bool backward) {
+    const double n = double(sh_.t) * double(sh_.f);
+    if (sc_.workload.aten_elementwise) return kernels(backward ? "ffn.silu_mul.backward" : "ffn.silu_mul", aten_swiglu_kernels(n, sh_.e, backward));
+    if (backward) local("ffn.silu_mul.backward", 3 * sh_.t * sh_.f, 2 * sh_.t * sh_.f);
+    else local("ffn.silu_mul", 2 * sh_.t * sh_.f, sh_.t * sh_.f);
+  }
+  void kernels(const std::string& name, const NamedKernels& ks) {
+    for (int r : ranks_)
+      for (const auto& [k, op] : ks) dag_.add(r, kCompute, prefix_ + name + "." + k, op);
   }
   void residual(const std::string& name, std::int64_t elems) { local(name, 2 * elems, (sc_.workload.compile ? 2 : 1) * elems); }
   void attention(bool backward) {
@@ -182,7 +208,8 @@ double layer_op_estimate(const Scenario& s) {
   const auto& w = s.workload;
   const bool fwd = w.pass != Pass::backward, bwd = w.pass != Pass::forward;
   const double regions = (fwd ? 4.0 : 0.0) + (bwd ? 6.0 : 0.0);
-  return static_cast<double>(s.gpus) * w.layers * (regions * (8.0 * s.gpus + 16) + 24);  // + local kernels (unfused attention's 16)
+  // + local kernels (unfused attention's 16; eager aten norms, RoPE and SwiGLU about 61 more)
+  return static_cast<double>(s.gpus) * w.layers * (regions * (8.0 * s.gpus + 16) + 24 + (w.aten_elementwise ? 64 : 0));
 }
 
 void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant, int pg) {

@@ -83,6 +83,10 @@ struct TrainingStepSpec {
   // torchtitan's default for tensorwise float8 with TP (torchao's Float8ColwiseParallel).
   bool tp_fp8_all_gather = false;
   bool compile = false;                   // torch.compile: element-wise chains fused
+  // Uncompiled, the element-wise parts run as eager PyTorch runs torchtitan's model code
+  // (strategies/eager_kernels.hpp: aten op by op, norms and RoPE in fp32), not as fused
+  // kernels (Megatron-LM's, Transformer Engine's): `"elementwise": "aten"`.
+  bool aten_elementwise = false;
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
   bool tp_saves_gathered_input = false;   // tp_weight_grad_input "saved" (PyTorch) or "regather" (Megatron-LM)
   AttentionChoice attention;

@@ -1,0 +1,32 @@
+#pragma once
+// A Llama layer's element-wise parts as eager PyTorch runs torchtitan's model code
+// (`"elementwise": "aten"`; torchtitan 9dec370 models/norms.py RMSNorm and
+// models/llama/model.py apply_rotary_emb, FeedForward): every aten op its own kernel, in the
+// dtypes the code asks for. Backward is autograd's formula for each op
+// (tools/autograd/derivatives.yaml). `e`: the activation dtype's bytes.
+//   RMSNorm forward: x.float(), pow(2), mean(-1), + eps, rsqrt, x * rsqrt, type_as(x),
+//     * weight: about 36 bytes per element at bf16 where a fused kernel moves 4.
+//   RMSNorm backward: mul's two gradients (the weight's summed over tokens), the fp32
+//     up-cast of the gradient, x * rsqrt's two gradients (one summed per row), rsqrt's and
+//     mean's (the expand materialized), pow's (self.pow(1), times 2, times the gradient),
+//     the two paths' sum, the down-cast.
+//   RoPE, each of Q and K: float(), the complex multiply, type_as; backward the same three.
+//   SiLU * w3: silu, mul; backward mul's two gradients and silu_backward.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tpsim/dag/op.hpp"
+
+namespace tpsim {
+
+using NamedKernels = std::vector<std::pair<std::string, ElementwiseOp>>;
+
+// `elems`: the normalized tensor's elements; `rows`: its rows (tokens).
+NamedKernels aten_rmsnorm_kernels(double elems, double rows, double e, bool backward);
+// `elems`: the Q and K elements together (one rank's heads).
+NamedKernels aten_rope_kernels(double elems, double e, bool backward);
+// `elems`: one up-projection's output elements (w1's, as w3's).
+NamedKernels aten_swiglu_kernels(double elems, double e, bool backward);
+
+}  // namespace tpsim
