@@ -268,8 +268,20 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   Dag fwd(1), bwd(1);
   fwd.add(0, 0, "final_norm", ElementwiseOp{rows * h * e, rows * h * e});
   fwd.add(0, 0, "output", GemmOp{{tokens, v, h, s.dtype}});
-  fwd.add(0, 0, "cross_entropy", ElementwiseOp{tokens * v * e, 4.0 * tokens});  // logits read once, fp32 loss per token
-  bwd.add(0, 0, "cross_entropy.backward", ElementwiseOp{tokens * v * e, tokens * v * e});
+  const double logits = static_cast<double>(tokens) * static_cast<double>(v);
+  if (t.aten_cross_entropy) {
+    // logits.float(); log_softmax (a max-and-sum pass, then the output); nll_loss picks a
+    // value per token. Backward: nll_loss's dense gradient, log_softmax's, the down-cast.
+    fwd.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
+    fwd.add(0, 0, "cross_entropy.log_softmax", ElementwiseOp{logits * 8, logits * 4});
+    fwd.add(0, 0, "cross_entropy.nll_loss", ElementwiseOp{8.0 * tokens, 4.0 * tokens});
+    bwd.add(0, 0, "cross_entropy.nll_loss.backward", ElementwiseOp{8.0 * tokens, logits * 4});
+    bwd.add(0, 0, "cross_entropy.log_softmax.backward", ElementwiseOp{logits * 8, logits * 4});
+    bwd.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
+  } else {
+    fwd.add(0, 0, "cross_entropy", ElementwiseOp{logits * e, 4.0 * tokens});  // logits read once, fp32 loss per token
+    bwd.add(0, 0, "cross_entropy.backward", ElementwiseOp{logits * e, logits * e});
+  }
   bwd.add(0, 0, "output.backward_input", GemmOp{{tokens, h, v, s.dtype}});
   bwd.add(0, 0, "output.backward_weight", GemmOp{{h, v, tokens, s.dtype}});
   bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});

@@ -94,9 +94,11 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
   l.parts.emplace_back("activations", act);
   l.peak_activations = act;
   if (in.last_stage) {
-    // bf16 logits and their fp32 softmax for this rank's vocabulary shard.
+    // bf16 logits and their fp32 softmax for this rank's vocabulary shard; with aten's
+    // cross entropy, at the start of backward: log_softmax's kept output, nll_loss's dense
+    // gradient and log_softmax's gradient, fp32 each (the bf16 logits are dropped by then).
     const double v = static_cast<double>((t.model.vocab + t.mesh.size(MeshDim::tp) - 1) / t.mesh.size(MeshDim::tp));
-    l.parts.emplace_back("logits and loss", static_cast<double>(t.rank_tokens()) * v * (e + 4));
+    l.parts.emplace_back("logits and loss", static_cast<double>(t.rank_tokens()) * v * (t.aten_cross_entropy ? 12 : e + 4));
   }
   const int cp = t.mesh.size(MeshDim::cp);
   if (cp > 1) {

@@ -87,6 +87,11 @@ struct TrainingStepSpec {
   // (strategies/eager_kernels.hpp: aten op by op, norms and RoPE in fp32), not as fused
   // kernels (Megatron-LM's, Transformer Engine's): `"elementwise": "aten"`.
   bool aten_elementwise = false;
+  // The loss: Megatron-LM-style, the fp32 softmax and its gradient computed in one fp32 copy of
+  // the logits (`"cross_entropy": "in_place"`), or F.cross_entropy on logits.float() as
+  // torchtitan's train.py loss_fn (`"aten"`): the fp32 copy, log_softmax's output, and in
+  // backward nll_loss's dense gradient and log_softmax's, each a tensor of its own.
+  bool aten_cross_entropy = false;
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
   bool tp_saves_gathered_input = false;   // tp_weight_grad_input "saved" (PyTorch) or "regather" (Megatron-LM)
   AttentionChoice attention;
