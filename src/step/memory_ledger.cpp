@@ -83,7 +83,12 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     const double w = fp8 ? dtype_bytes(Dtype::fp8) : e;
     const double gathered = pp ? w * (local - in.edge_params) + e * in.edge_params : w * 2 * in.largest_layer;
     l.parts.emplace_back(fp8 ? "FSDP gathered parameters (fp8 layers)" : "FSDP gathered parameters (bf16)", gathered);
-    l.parts.emplace_back("FSDP unsharded gradients", grad_bytes * 2 * in.largest_layer);
+    // With a pipeline, gradient sync waits for the last microbatch's backward
+    // (torch.distributed.pipelining stage.py backward_maybe_with_nosync:
+    // set_requires_gradient_sync(False) before it), and FSDP2 keeps every unsharded gradient
+    // meanwhile, up-cast to the reduce dtype (_fsdp_param.py to_accumulated_grad_if_needed):
+    // the whole stage's. Otherwise two layers' at a time.
+    l.parts.emplace_back("FSDP unsharded gradients", grad_bytes * (pp ? local : 2 * in.largest_layer));
   }
   double act = in.peak_activations;
   // Full checkpointing rebuilds one layer's activations at a time inside backward; the
