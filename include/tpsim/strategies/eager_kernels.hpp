@@ -24,7 +24,7 @@ using NamedKernels = std::vector<std::pair<std::string, ElementwiseOp>>;
 
 // `elems`: the normalized tensor's elements; `rows`: its rows (tokens).
 NamedKernels aten_rmsnorm_kernels(double elems, double rows, double e, bool backward);
-// `elems`: the Q and K elements together (one rank's heads).
+// `elems`: the elements of Q, or of K (one rank's heads); each is rotated apart.
 NamedKernels aten_rope_kernels(double elems, double e, bool backward);
 // `elems`: one up-projection's output elements (w1's, as w3's).
 NamedKernels aten_swiglu_kernels(double elems, double e, bool backward);
