@@ -26,7 +26,8 @@ void traffic_counters(const StepVariantRun& run, int stage, int pid, const std::
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const StepTask& t = tasks[i];
     const TaskTime& tt = run.sim.times[i];
-    if (t.stage != stage || !t.communication || tt.end <= tt.start || t.wire_bytes <= 0) continue;
+    // Layer passes carry their TP traffic (inside one node's NVLink), spread over the pass.
+    if (t.stage != stage || tt.end <= tt.start || t.wire_bytes <= 0) continue;
     const double rate = t.wire_bytes / static_cast<double>(tt.end - tt.start);
     change[tt.start][static_cast<int>(t.tier)] += rate;
     change[tt.end][static_cast<int>(t.tier)] -= rate;
@@ -79,6 +80,7 @@ void build(const StepResult& r, const std::function<void(const Json&)>& emit) {
         if (t.stage != stage) continue;
         const TaskTime& tt = run.sim.times[i];
         Json args{{"alone_us", trace_us(t.work)}};
+        if (!t.communication && t.wire_bytes > 0) args["tp_wire_bytes"] = t.wire_bytes;
         if (t.communication) {
           args["dim"] = t.dim;
           args["link"] = std::string(link_tier_name(t.tier));

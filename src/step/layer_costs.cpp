@@ -73,6 +73,7 @@ struct PassCost {
   Tick time = 0, exposed = 0;       // per layer in steady state; TP communication left exposed
   std::vector<LayerPhase> phases;   // its TP regions' communication on rank 0
   Tick attention_start = 0;         // when its attention kernel starts (CP's loop runs from there)
+  double tp_bytes = 0;              // what rank 0 sends per layer inside its node (0 across nodes)
 };
 
 // A TP region's name: the op name up to its first communication step ("attention.qkv" of
@@ -103,7 +104,12 @@ PassCost per_layer(const Scenario& s, const std::string& variant, Pass pass, con
   const Timeline tl = execute(one_dag, hw, false);
   const VariantMetrics one = analyze(one_dag, tl);
   const Tick two = makespan(build_layer_dag(layer_scenario(s, pass, 2, part), variant), hw);
-  PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0};
+  PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0, 0};
+  // Across nodes rank 0's egress mixes NVLink and NIC bytes; only a group inside one node
+  // is charged against the NVLink the step's other collectives share.
+  const TrainingStepSpec& t = s.workload.step;
+  if (!group_layout(t.mesh, MeshDim::tp, s.hardware.fabric.gpus_per_node, 0).crosses_nodes() && !tl.egress_bytes.empty())
+    c.tp_bytes = tl.egress_bytes[0];
   std::map<std::string, std::pair<Tick, Tick>> spans;  // region -> first start, last end
   std::vector<std::string> order;
   for (OpId id : one_dag.program(0)) {
@@ -165,6 +171,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   const PassCost lf = per_layer(s, variant, Pass::forward), lb = per_layer(s, variant, Pass::backward);
   c.forward = lf.time, c.forward_exposed_comm = lf.exposed;
   c.backward = lb.time, c.backward_exposed_comm = lb.exposed;
+  c.forward_tp_bytes = lf.tp_bytes, c.backward_tp_bytes = lb.tp_bytes;
   CpAttentionCost cpf, cpb;  // empty without context parallelism
   if (t.mesh.size(MeshDim::cp) > 1) {
     cpf = simulate_cp_attention(t, hw, s.dtype, false), cpb = simulate_cp_attention(t, hw, s.dtype, true);
@@ -204,7 +211,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   };
   switch (t.checkpoint) {
     case Checkpointing::none: break;
-    case Checkpointing::full: c.recompute = c.forward; break;
+    case Checkpointing::full: c.recompute = c.forward, c.recompute_tp_bytes = c.forward_tp_bytes; break;
     case Checkpointing::selective:
       c.recompute = t.attention.impl == AttentionImpl::unfused ? attention_core() : selective(static_cast<double>(tokens), f);
       break;
@@ -218,6 +225,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     const PassCost af = per_layer(s, variant, Pass::forward, attention), ab = per_layer(s, variant, Pass::backward, attention);
     m.forward = af.time + cp_forward, m.backward = ab.time + cp_backward;
     m.tp_forward_exposed = af.exposed, m.tp_backward_exposed = ab.exposed;
+    m.forward_tp_bytes = af.tp_bytes, m.backward_tp_bytes = ab.tp_bytes;
     // Forward: attention, shared experts, routed experts; backward the other way round.
     m.forward_phases = with_cp(af, cpf);
     std::vector<LayerPhase> ffn_backward;
@@ -230,6 +238,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
       ffn_backward = sb.phases;
       ffn_backward_time = sb.time;
       m.forward += sf.time, m.backward += sb.time, m.tp_forward_exposed += sf.exposed, m.tp_backward_exposed += sb.exposed;
+      m.forward_tp_bytes += sf.tp_bytes, m.backward_tp_bytes += sb.tp_bytes;
     }
     const MoeLayerCost r = simulate_moe_layer(t, hw, s.dtype, shared == 0);
     append(m.forward_phases, r.forward_phases, m.forward);
@@ -247,7 +256,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     switch (t.checkpoint) {
       case Checkpointing::none: break;
       case Checkpointing::selective_op: throw InvariantViolation("selective_op reached a MoE layer (the loader refuses it)");
-      case Checkpointing::full: m.recompute = m.forward; break;
+      case Checkpointing::full: m.recompute = m.forward, m.recompute_tp_bytes = m.forward_tp_bytes; break;
       case Checkpointing::selective:
         m.recompute = t.attention.impl == AttentionImpl::unfused
                           ? attention_core()
@@ -287,6 +296,8 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});
   c.output_forward = makespan(fwd, hw) + gather;
   c.output_backward = makespan(bwd, hw) + scatter;
+  if (!group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0).crosses_nodes())
+    c.output_forward_tp_bytes = c.output_backward_tp_bytes = static_cast<double>(tokens * h) * e * (tp - 1) / tp;
   return c;
 }
 

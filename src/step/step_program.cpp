@@ -1,5 +1,6 @@
 #include "tpsim/step/step_program.hpp"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <stdexcept>
@@ -203,7 +204,9 @@ class ProgramBuilder {
     return plan_.program.add(std::move(task));
   }
 
-  int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, int phases = -1) {
+  // `tp_bytes`: what the pass sends over its node's NVLink (its TP collectives).
+  int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, int phases = -1,
+              double tp_bytes = 0) {
     // Blocking pipeline communication: the stage's next pass waits for its last send.
     if (unwaited_send_ >= 0) deps.push_back(std::exchange(unwaited_send_, -1));
     StepTask task;
@@ -211,6 +214,10 @@ class ProgramBuilder {
     task.phases = phases;
     task.name = std::move(name);
     task.work = work;
+    task.tier = LinkTier::nvlink;
+    task.wire_bytes = tp_bytes;
+    if (tp_bytes > 0 && work > 0)
+      task.link_load = std::min(1.0, tp_bytes / (static_cast<double>(work) * hw_.fabric.nvlink.bytes_per_ps));
     task.activation_bytes = activation;
     task.deps = std::move(deps);
     const int id = plan_.program.add(std::move(task));
@@ -271,7 +278,10 @@ class ProgramBuilder {
           }
           const Tick work = (!decoder ? 0 : moe ? c_.moe->forward : c_.forward) + (with_embedding(l) ? c_.embedding_forward : 0) +
                             (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
-          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps, !decoder ? -1 : moe ? 2 : 0);
+          const double tp_bytes = (!decoder ? 0 : moe ? c_.moe->forward_tp_bytes : c_.forward_tp_bytes) +
+                                  (with_output(l) ? c_.output_forward_tp_bytes : 0);
+          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps,
+                         !decoder ? -1 : moe ? 2 : 0, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
@@ -291,7 +301,11 @@ class ProgramBuilder {
           const Tick work = (!decoder ? 0 : moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute) +
                             (with_embedding(l) ? c_.embedding_backward : 0) + (with_output(l) ? c_.output_backward : 0) +
                             fsdp_copy_time(l, moe, !deps.empty(), reduces);
-          last = compute(rank, fmt::format("{}.backward.{}", unit_name(l), mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps, !decoder ? -1 : moe ? 3 : 1);
+          const double tp_bytes =
+              (!decoder ? 0 : moe ? c_.moe->backward_tp_bytes + c_.moe->recompute_tp_bytes : c_.backward_tp_bytes + c_.recompute_tp_bytes) +
+              (with_output(l) ? c_.output_backward_tp_bytes : 0);
+          last = compute(rank, fmt::format("{}.backward.{}", unit_name(l), mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps,
+                         !decoder ? -1 : moe ? 3 : 1, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
           if (i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
           int grads_ready = last;

@@ -105,8 +105,28 @@ class StepRun {
     return static_cast<std::size_t>(t.stage) * kStepStreams + static_cast<std::size_t>(t.stream);
   }
 
+  // The link tier `tier` of `stage` now: its collectives, and the load of the compute task beside them.
+  struct TierUse {
+    int collectives = 0;
+    double pass_load = 0;
+  };
+  TierUse tier_use(int stage, LinkTier tier) const {
+    TierUse u;
+    for (const auto& r : running_) {
+      const StepTask& o = p_.tasks[static_cast<std::size_t>(r.task)];
+      if (o.stage != stage || o.tier != tier) continue;
+      if (o.communication) ++u.collectives;
+      else u.pass_load += o.link_load;
+    }
+    u.pass_load = std::min(1.0, u.pass_load);
+    return u;
+  }
+
   double rate(int task) const {
     const StepTask& t = p_.tasks[static_cast<std::size_t>(task)];
+    const TierUse use = tier_use(t.stage, t.tier);
+    // Max-min over the tier: the pass asks for its load, each collective for all of it.
+    const double fair = 1.0 / (use.collectives + (use.pass_load > 0 ? 1 : 0));
     if (!t.communication) {
       int held = 0;
       for (const auto& r : running_) {
@@ -114,14 +134,13 @@ class StepRun {
         if (o.communication && o.stage == t.stage) held += o.sms;
       }
       held = std::min(held, p_.sm_count - 1);
-      return static_cast<double>(p_.sm_count - held) / p_.sm_count;
+      const double sm_rate = static_cast<double>(p_.sm_count - held) / p_.sm_count;
+      // Granted less than it draws, its traffic sets the pace.
+      const double link_rate = use.collectives > 0 && use.pass_load > fair ? fair / use.pass_load : 1.0;
+      return std::min(sm_rate, link_rate);
     }
-    int sharing = 0;
-    for (const auto& r : running_) {
-      const StepTask& o = p_.tasks[static_cast<std::size_t>(r.task)];
-      if (o.communication && o.stage == t.stage && o.tier == t.tier) ++sharing;
-    }
-    return 1.0 / std::max(1, sharing);
+    if (use.collectives <= 0) return 1.0;  // (it counts itself: not reached)
+    return use.pass_load > 0 && use.pass_load < fair ? (1.0 - use.pass_load) / use.collectives : fair;
   }
 
   Tick finish_in(const Running& r) const {

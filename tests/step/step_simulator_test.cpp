@@ -144,3 +144,83 @@ TEST_CASE("a zero-work task at the end of a program ends with it", "[step]") {
   CHECK(s.makespan == 1000);
   CHECK(s.times[1].end == 1000);
 }
+
+namespace {
+
+// A layer pass whose TP traffic draws `load` of the NVLink alone, beside one collective on `tier`.
+StepSimulation pass_beside_collective(double load, LinkTier tier, Tick pass_work = 1000, Tick collective_work = 100) {
+  StepProgram p;
+  p.sm_count = 132;
+  StepTask pass;
+  pass.name = "layer0.forward.mb0";
+  pass.work = pass_work;
+  pass.link_load = load;
+  StepTask collective;
+  collective.name = "fsdp.all_gather.layer1";
+  collective.stream = StepStream::fsdp_gather;
+  collective.communication = true;
+  collective.dim = "fsdp";
+  collective.tier = tier;
+  collective.work = collective_work;
+  p.add(pass);
+  p.add(collective);
+  return simulate_step(p);
+}
+
+}  // namespace
+
+TEST_CASE("a collective gets the NVLink a layer pass's TP traffic leaves, max-min fair", "[step][sharing]") {
+  // Load 0.25 < the fair half: the pass keeps its quarter, the collective takes the other 3/4.
+  CHECK(pass_beside_collective(0.25, LinkTier::nvlink).times[1].end == 134);  // 100 / 0.75, rounded up
+  CHECK(pass_beside_collective(0.25, LinkTier::nvlink).times[0].end == 1000);
+  // Load 0.5: each gets half; the pass is not slowed, the collective takes twice as long.
+  CHECK(pass_beside_collective(0.5, LinkTier::nvlink).times[1].end == 200);
+  CHECK(pass_beside_collective(0.5, LinkTier::nvlink).times[0].end == 1000);
+  // No traffic: the collective runs as alone.
+  CHECK(pass_beside_collective(0.0, LinkTier::nvlink).times[1].end == 100);
+}
+
+TEST_CASE("a layer pass granted less NVLink than its TP traffic draws slows in proportion", "[step][sharing]") {
+  // Load 0.8 against one collective: each gets half, so the pass runs at 0.5 / 0.8 while the
+  // collective (100 at half speed: 200) runs, then at full speed: 200 x 0.625 = 125 done by 200.
+  const StepSimulation s = pass_beside_collective(0.8, LinkTier::nvlink);
+  CHECK(s.times[1].end == 200);
+  CHECK(s.times[0].end == 200 + (1000 - 125));
+}
+
+TEST_CASE("NVLink traffic of a layer pass leaves a collective on the NICs alone", "[step][sharing]") {
+  const StepSimulation s = pass_beside_collective(0.9, LinkTier::nic);
+  CHECK(s.times[1].end == 100);
+  CHECK(s.times[0].end == 1000);
+}
+
+TEST_CASE("the pass and the collectives never draw more than the link between them", "[step][sharing]") {
+  // Conservation: with n collectives beside a pass of load u, the bytes through the link while
+  // they overlap are at most its capacity x time (every task's work is time at the full link).
+  for (double load : {0.1, 0.3, 0.5, 0.9, 1.0})
+    for (int n : {1, 2, 3}) {
+      StepProgram p;
+      p.sm_count = 132;
+      StepTask pass;
+      pass.work = 1'000'000;
+      pass.link_load = load;
+      p.add(pass);
+      const StepStream streams[] = {StepStream::fsdp_gather, StepStream::fsdp_reduce, StepStream::dp_reduce};
+      for (int i = 0; i < n; ++i) {
+        StepTask c;
+        c.communication = true;
+        c.stream = streams[i];
+        c.work = 100'000;
+        p.add(c);
+      }
+      const StepSimulation s = simulate_step(p);
+      // All collectives end together at T; the link carried n x 100,000 of their work plus the
+      // pass's share of its traffic: progress(T) x load x pass work.
+      const double t_end = static_cast<double>(s.times[1].end);
+      const double fair = 1.0 / (n + 1);
+      const double pass_rate = load > fair ? fair / load : 1.0;
+      INFO(fmt::format("load {} collectives {}", load, n));
+      CHECK(n * 100'000.0 + pass_rate * t_end * load <= t_end * (1 + 1e-5));
+      CHECK(s.times[0].end >= 1'000'000);
+    }
+}

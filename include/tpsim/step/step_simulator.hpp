@@ -6,7 +6,10 @@
 //  - a compute task slows while communication kernels of its rank hold SMs
 //    (it runs on the SMs they leave);
 //  - communication tasks of one rank on the same link tier (NVLink, NIC) share it
-//    equally.
+//    max-min fairly with the traffic of the compute task running beside them (the TP
+//    collectives inside a layer pass, at their average rate over the pass): the pass
+//    gets at most what it draws, each collective the rest in equal parts; a pass granted
+//    less than it draws slows in proportion, as its traffic cannot get through sooner.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,9 +30,10 @@ struct StepTask {
   std::string dim;        // mesh dimension of a communication task ("fsdp", "dp", "pp", "cp"); "" for compute
   Tick work = 0;          // duration alone on an idle GPU
   bool communication = false;
-  LinkTier tier = LinkTier::nvlink;
+  LinkTier tier = LinkTier::nvlink;  // a compute task: the tier its own traffic (link_load) uses
   int sms = 0;            // SMs a communication kernel holds while it runs
-  double wire_bytes = 0;  // bytes a communication task sends (for the trace's link counters)
+  double link_load = 0;   // a compute task: the fraction of its tier's bandwidth its traffic draws alone
+  double wire_bytes = 0;  // bytes the task sends (a layer pass: its TP traffic on `tier`), for the trace's link counters
   double activation_bytes = 0;  // added to the stage's live activations when it ends (negative: freed)
   std::vector<int> deps;  // tasks (any stage) that must end first
   int phases = -1;        // a layer pass: its communication phases (StepPlan::phase_templates), for the trace

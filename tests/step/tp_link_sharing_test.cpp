@@ -1,0 +1,84 @@
+#include "support/catch.hpp"
+
+#include <fmt/format.h>
+
+#include "tpsim/io/scenario.hpp"
+#include "tpsim/step/layer_costs.hpp"
+#include "tpsim/step/training_step.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+Scenario step(int gpus, const std::string& mesh) {
+  return parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": {}, "dtype": "bf16",
+      "workload": {{"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 2, "mesh": {{{}}}}},
+      "variants": ["baseline"]}})",
+                                                gpus, mesh)),
+                        "");
+}
+
+// The same step with the layer passes' TP traffic taken off the links.
+LayerCosts without_tp_traffic(LayerCosts c) {
+  c.forward_tp_bytes = c.backward_tp_bytes = c.recompute_tp_bytes = 0;
+  c.output_forward_tp_bytes = c.output_backward_tp_bytes = 0;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a layer pass sends its TP collectives' ring bytes over the node's NVLink", "[step][sharing][tp]") {
+  const Scenario s = step(8, R"("fsdp": 2, "tp": 4)");
+  const LayerCosts c = simulate_layer_costs(s, "baseline");
+  // Forward with sequence parallelism: two all-gathers and two reduce-scatters of the TP group's
+  // tokens x hidden activations; each GPU of a ring sends (tp - 1) / tp of each.
+  const double tokens = 2 * 8192, hidden = 4096, tp = 4;
+  CHECK(c.forward_tp_bytes == Approx(4 * (tp - 1) / tp * tokens * hidden * 2).epsilon(1e-9));
+  // Backward runs their transposes and gathers the inputs again for the weight gradients.
+  CHECK(c.backward_tp_bytes > c.forward_tp_bytes);
+  CHECK(c.recompute_tp_bytes == 0);  // no checkpointing here
+  CHECK(c.output_forward_tp_bytes == Approx((tp - 1) / tp * tokens * hidden * 2).epsilon(1e-9));
+  // The step's passes carry it: bytes on the trace's NVLink counter, a load on the link.
+  const StepVariantRun run = run_step_variant(s, "baseline", c);
+  int loaded = 0;
+  for (const StepTask& t : run.plan.program.tasks)
+    if (!t.communication && t.wire_bytes > 0) {
+      ++loaded;
+      CHECK(t.link_load > 0);
+      CHECK(t.link_load <= 1);
+    }
+  CHECK(loaded > 0);
+}
+
+TEST_CASE("FSDP inside the TP group's node shares its NVLink with the layers' TP traffic", "[step][sharing][tp]") {
+  // 8 GPUs: TP 4 x FSDP 2, both inside one node; the FSDP collectives run on NVLink beside the
+  // passes' TP rings, so they take longer than with the TP traffic taken off the links.
+  const Scenario inside = step(8, R"("fsdp": 2, "tp": 4)");
+  const LayerCosts c = simulate_layer_costs(inside, "baseline");
+  const StepVariantRun shared = run_step_variant(inside, "baseline", c);
+  const StepVariantRun alone = run_step_variant(inside, "baseline", without_tp_traffic(c));
+  Tick fsdp_shared = 0, fsdp_alone = 0;
+  for (std::size_t i = 0; i < shared.plan.program.tasks.size(); ++i) {
+    const StepTask& t = shared.plan.program.tasks[i];
+    if (t.dim != "fsdp") continue;
+    fsdp_shared += shared.sim.times[i].end - shared.sim.times[i].start;
+    fsdp_alone += alone.sim.times[i].end - alone.sim.times[i].start;
+  }
+  CHECK(fsdp_shared > fsdp_alone);
+  CHECK(shared.sim.makespan >= alone.sim.makespan);
+  // 16 GPUs: TP 8 fills the node, FSDP crosses on the NICs: the TP traffic changes nothing.
+  const Scenario across = step(16, R"("fsdp": 2, "tp": 8)");
+  const LayerCosts a = simulate_layer_costs(across, "baseline");
+  CHECK(a.forward_tp_bytes > 0);
+  CHECK(run_step_variant(across, "baseline", a).sim.makespan == run_step_variant(across, "baseline", without_tp_traffic(a)).sim.makespan);
+}
+
+TEST_CASE("a TP group across nodes charges no NVLink load (its bytes mix NVLink and NICs)", "[step][sharing][tp]") {
+  const Scenario s = parse_scenario(Json::parse(R"({"hardware": "h100_sxm", "gpus": 16, "dtype": "bf16",
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 2,
+                   "mesh": {"fsdp": 2, "tp": 8}, "mesh_order": ["fsdp", "tp"]}, "variants": ["baseline"]})"),
+                                    "");
+  const LayerCosts c = simulate_layer_costs(s, "baseline");
+  CHECK(c.forward_tp_bytes == 0);
+  CHECK(c.output_forward_tp_bytes == 0);
+}
