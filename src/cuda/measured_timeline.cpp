@@ -59,6 +59,7 @@ Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSampl
   tl.busy_sms.assign(ranks, {});
   tl.egress_rate.assign(ranks, {});
   tl.egress_bytes.assign(ranks, 0.0);
+  tl.egress_bytes_across_nodes.assign(ranks, 0.0);
   tl.egress_capacity.assign(ranks, 0.0);
   return tl;
 }

@@ -15,7 +15,7 @@ Fabric::Fabric(Simulator& sim, Topology topology)
     : sim_(sim), topo_(std::move(topology)),
       users_(static_cast<std::size_t>(topo_.resources())),
       egress_bytes_(static_cast<std::size_t>(topo_.gpus()), 0.0),
-      egress_rate_(egress_bytes_.size(), 0.0), ingress_rate_(egress_bytes_.size(), 0.0) {}
+      egress_across_(egress_bytes_.size(), 0.0), egress_rate_(egress_bytes_.size(), 0.0), ingress_rate_(egress_bytes_.size(), 0.0) {}
 
 Fabric::FlowId Fabric::start(int src, int dst, double bytes, double cap, std::function<void()> on_done) {
   if (src == dst || src < 0 || dst < 0 || src >= gpus() || dst >= gpus())
@@ -165,6 +165,7 @@ void Fabric::finish(FlowId id) {
   egress_bytes_[static_cast<std::size_t>(f.src)] += f.remaining;
   f.remaining = 0;
   bytes_delivered_ += f.total;
+  if (topo_.node_of(f.src) != topo_.node_of(f.dst)) egress_across_[static_cast<std::size_t>(f.src)] += f.total;
   egress_rate_[static_cast<std::size_t>(f.src)] -= f.rate;
   ingress_rate_[static_cast<std::size_t>(f.dst)] -= f.rate;
   f.rate = 0;

@@ -26,11 +26,15 @@ void traffic_counters(const StepVariantRun& run, int stage, int pid, const std::
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const StepTask& t = tasks[i];
     const TaskTime& tt = run.sim.times[i];
-    // Layer passes carry their TP traffic (inside one node's NVLink), spread over the pass.
-    if (t.stage != stage || tt.end <= tt.start || t.wire_bytes <= 0) continue;
-    const double rate = t.wire_bytes / static_cast<double>(tt.end - tt.start);
-    change[tt.start][static_cast<int>(t.tier)] += rate;
-    change[tt.end][static_cast<int>(t.tier)] -= rate;
+    if (t.stage != stage || tt.end <= tt.start) continue;
+    // A layer pass's TP traffic, spread over the pass; a collective's on its tier.
+    const PerTier bytes = t.communication ? (t.tier == LinkTier::nvlink ? PerTier{t.wire_bytes, 0} : PerTier{0, t.wire_bytes}) : t.link_bytes;
+    for (LinkTier tier : {LinkTier::nvlink, LinkTier::nic}) {
+      if (bytes.on(tier) <= 0) continue;
+      const double rate = bytes.on(tier) / static_cast<double>(tt.end - tt.start);
+      change[tt.start][static_cast<int>(tier)] += rate;
+      change[tt.end][static_cast<int>(tier)] -= rate;
+    }
   }
   std::array<double, 2> now{0, 0};
   for (const auto& [time, delta] : change) {
@@ -80,7 +84,8 @@ void build(const StepResult& r, const std::function<void(const Json&)>& emit) {
         if (t.stage != stage) continue;
         const TaskTime& tt = run.sim.times[i];
         Json args{{"alone_us", trace_us(t.work)}};
-        if (!t.communication && t.wire_bytes > 0) args["tp_wire_bytes"] = t.wire_bytes;
+        if (t.link_bytes.nvlink > 0) args["tp_nvlink_bytes"] = t.link_bytes.nvlink;
+        if (t.link_bytes.nic > 0) args["tp_nic_bytes"] = t.link_bytes.nic;
         if (t.communication) {
           args["dim"] = t.dim;
           args["link"] = std::string(link_tier_name(t.tier));

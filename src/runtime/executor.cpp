@@ -62,6 +62,7 @@ Timeline Machine::run() {
   tl_.events = sim_.events_fired();
   for (int r = 0; r < dag_.ranks(); ++r) {
     tl_.egress_bytes.push_back(fabric_.egress_bytes(r));
+    tl_.egress_bytes_across_nodes.push_back(fabric_.egress_bytes_across_nodes(r));
     tl_.blocks += ranks_[static_cast<std::size_t>(r)].sms->blocks_dispatched();
   }
   return std::move(tl_);

@@ -73,7 +73,7 @@ struct PassCost {
   Tick time = 0, exposed = 0;       // per layer in steady state; TP communication left exposed
   std::vector<LayerPhase> phases;   // its TP regions' communication on rank 0
   Tick attention_start = 0;         // when its attention kernel starts (CP's loop runs from there)
-  double tp_bytes = 0;              // what rank 0 sends per layer inside its node (0 across nodes)
+  PerTier tp_bytes;                 // what rank 0 sends per layer, inside its node and to others
 };
 
 // A TP region's name: the op name up to its first communication step ("attention.qkv" of
@@ -104,12 +104,11 @@ PassCost per_layer(const Scenario& s, const std::string& variant, Pass pass, con
   const Timeline tl = execute(one_dag, hw, false);
   const VariantMetrics one = analyze(one_dag, tl);
   const Tick two = makespan(build_layer_dag(layer_scenario(s, pass, 2, part), variant), hw);
-  PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0, 0};
-  // Across nodes rank 0's egress mixes NVLink and NIC bytes; only a group inside one node
-  // is charged against the NVLink the step's other collectives share.
-  const TrainingStepSpec& t = s.workload.step;
-  if (!group_layout(t.mesh, MeshDim::tp, s.hardware.fabric.gpus_per_node, 0).crosses_nodes() && !tl.egress_bytes.empty())
-    c.tp_bytes = tl.egress_bytes[0];
+  PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0, {}};
+  if (!tl.egress_bytes.empty()) {
+    c.tp_bytes.nic = tl.egress_bytes_across_nodes[0];
+    c.tp_bytes.nvlink = tl.egress_bytes[0] - c.tp_bytes.nic;
+  }
   std::map<std::string, std::pair<Tick, Tick>> spans;  // region -> first start, last end
   std::vector<std::string> order;
   for (OpId id : one_dag.program(0)) {
@@ -296,8 +295,12 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});
   c.output_forward = makespan(fwd, hw) + gather;
   c.output_backward = makespan(bwd, hw) + scatter;
-  if (!group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0).crosses_nodes())
-    c.output_forward_tp_bytes = c.output_backward_tp_bytes = static_cast<double>(tokens * h) * e * (tp - 1) / tp;
+  // Each ring member sends (tp - 1) / tp of the buffer to its successor, which is in the next
+  // node for one member per node the group spans.
+  const GroupLayout tp_spread = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);
+  const double ring_bytes = static_cast<double>(tokens * h) * e * (tp - 1) / tp;
+  const double across = tp_spread.crosses_nodes() ? static_cast<double>(tp_spread.nodes) / tp : 0.0;
+  c.output_forward_tp_bytes = c.output_backward_tp_bytes = PerTier{ring_bytes * (1 - across), ring_bytes * across};
   return c;
 }
 

@@ -204,9 +204,9 @@ class ProgramBuilder {
     return plan_.program.add(std::move(task));
   }
 
-  // `tp_bytes`: what the pass sends over its node's NVLink (its TP collectives).
+  // `tp_bytes`: what the pass sends on each link tier (its TP collectives).
   int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, int phases = -1,
-              double tp_bytes = 0) {
+              const PerTier& tp_bytes = {}) {
     // Blocking pipeline communication: the stage's next pass waits for its last send.
     if (unwaited_send_ >= 0) deps.push_back(std::exchange(unwaited_send_, -1));
     StepTask task;
@@ -214,10 +214,13 @@ class ProgramBuilder {
     task.phases = phases;
     task.name = std::move(name);
     task.work = work;
-    task.tier = LinkTier::nvlink;
-    task.wire_bytes = tp_bytes;
-    if (tp_bytes > 0 && work > 0)
-      task.link_load = std::min(1.0, tp_bytes / (static_cast<double>(work) * hw_.fabric.nvlink.bytes_per_ps));
+    task.link_bytes = tp_bytes;
+    if (work > 0) {
+      const auto load = [&](double bytes, double bytes_per_ps) {
+        return bytes > 0 && bytes_per_ps > 0 ? std::min(1.0, bytes / (static_cast<double>(work) * bytes_per_ps)) : 0.0;
+      };
+      task.link_load = {load(tp_bytes.nvlink, hw_.fabric.nvlink.bytes_per_ps), load(tp_bytes.nic, hw_.cluster.nic.bytes_per_ps)};
+    }
     task.activation_bytes = activation;
     task.deps = std::move(deps);
     const int id = plan_.program.add(std::move(task));
@@ -278,8 +281,8 @@ class ProgramBuilder {
           }
           const Tick work = (!decoder ? 0 : moe ? c_.moe->forward : c_.forward) + (with_embedding(l) ? c_.embedding_forward : 0) +
                             (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
-          const double tp_bytes = (!decoder ? 0 : moe ? c_.moe->forward_tp_bytes : c_.forward_tp_bytes) +
-                                  (with_output(l) ? c_.output_forward_tp_bytes : 0);
+          const PerTier tp_bytes = (!decoder ? PerTier{} : moe ? c_.moe->forward_tp_bytes : c_.forward_tp_bytes) +
+                                   (with_output(l) ? c_.output_forward_tp_bytes : PerTier{});
           last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps,
                          !decoder ? -1 : moe ? 2 : 0, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
@@ -301,9 +304,10 @@ class ProgramBuilder {
           const Tick work = (!decoder ? 0 : moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute) +
                             (with_embedding(l) ? c_.embedding_backward : 0) + (with_output(l) ? c_.output_backward : 0) +
                             fsdp_copy_time(l, moe, !deps.empty(), reduces);
-          const double tp_bytes =
-              (!decoder ? 0 : moe ? c_.moe->backward_tp_bytes + c_.moe->recompute_tp_bytes : c_.backward_tp_bytes + c_.recompute_tp_bytes) +
-              (with_output(l) ? c_.output_backward_tp_bytes : 0);
+          const PerTier tp_bytes = (!decoder ? PerTier{}
+                                    : moe  ? c_.moe->backward_tp_bytes + c_.moe->recompute_tp_bytes
+                                           : c_.backward_tp_bytes + c_.recompute_tp_bytes) +
+                                   (with_output(l) ? c_.output_backward_tp_bytes : PerTier{});
           last = compute(rank, fmt::format("{}.backward.{}", unit_name(l), mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps,
                          !decoder ? -1 : moe ? 3 : 1, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;

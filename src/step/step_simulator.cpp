@@ -114,19 +114,19 @@ class StepRun {
     TierUse u;
     for (const auto& r : running_) {
       const StepTask& o = p_.tasks[static_cast<std::size_t>(r.task)];
-      if (o.stage != stage || o.tier != tier) continue;
-      if (o.communication) ++u.collectives;
-      else u.pass_load += o.link_load;
+      if (o.stage != stage) continue;
+      if (!o.communication) u.pass_load += o.link_load.on(tier);
+      else if (o.tier == tier) ++u.collectives;
     }
     u.pass_load = std::min(1.0, u.pass_load);
     return u;
   }
 
+  // Max-min over a tier: the pass asks for its load, each collective for all of it.
+  static double fair_share(const TierUse& use) { return 1.0 / (use.collectives + (use.pass_load > 0 ? 1 : 0)); }
+
   double rate(int task) const {
     const StepTask& t = p_.tasks[static_cast<std::size_t>(task)];
-    const TierUse use = tier_use(t.stage, t.tier);
-    // Max-min over the tier: the pass asks for its load, each collective for all of it.
-    const double fair = 1.0 / (use.collectives + (use.pass_load > 0 ? 1 : 0));
     if (!t.communication) {
       int held = 0;
       for (const auto& r : running_) {
@@ -135,11 +135,18 @@ class StepRun {
       }
       held = std::min(held, p_.sm_count - 1);
       const double sm_rate = static_cast<double>(p_.sm_count - held) / p_.sm_count;
-      // Granted less than it draws, its traffic sets the pace.
-      const double link_rate = use.collectives > 0 && use.pass_load > fair ? fair / use.pass_load : 1.0;
+      // Granted less than it draws on a tier, its traffic sets the pace.
+      double link_rate = 1.0;
+      for (LinkTier tier : {LinkTier::nvlink, LinkTier::nic}) {
+        if (t.link_load.on(tier) <= 0) continue;
+        const TierUse use = tier_use(t.stage, tier);
+        const double fair = fair_share(use);
+        if (use.collectives > 0 && use.pass_load > fair) link_rate = std::min(link_rate, fair / use.pass_load);
+      }
       return std::min(sm_rate, link_rate);
     }
-    if (use.collectives <= 0) return 1.0;  // (it counts itself: not reached)
+    const TierUse use = tier_use(t.stage, t.tier);  // it counts itself among the collectives
+    const double fair = fair_share(use);
     return use.pass_load > 0 && use.pass_load < fair ? (1.0 - use.pass_load) / use.collectives : fair;
   }
 

@@ -148,13 +148,14 @@ TEST_CASE("a zero-work task at the end of a program ends with it", "[step]") {
 namespace {
 
 // A layer pass whose TP traffic draws `load` of the NVLink alone, beside one collective on `tier`.
-StepSimulation pass_beside_collective(double load, LinkTier tier, Tick pass_work = 1000, Tick collective_work = 100) {
+StepSimulation pass_beside_collective(double load, LinkTier tier, Tick pass_work = 1000, Tick collective_work = 100,
+                                      bool load_on_nic = false) {
   StepProgram p;
   p.sm_count = 132;
   StepTask pass;
   pass.name = "layer0.forward.mb0";
   pass.work = pass_work;
-  pass.link_load = load;
+  pass.link_load = load_on_nic ? PerTier{0, load} : PerTier{load, 0};
   StepTask collective;
   collective.name = "fsdp.all_gather.layer1";
   collective.stream = StepStream::fsdp_gather;
@@ -192,6 +193,10 @@ TEST_CASE("NVLink traffic of a layer pass leaves a collective on the NICs alone"
   const StepSimulation s = pass_beside_collective(0.9, LinkTier::nic);
   CHECK(s.times[1].end == 100);
   CHECK(s.times[0].end == 1000);
+  // A TP group across nodes: its NIC traffic is what a collective on the NICs shares.
+  const StepSimulation nic = pass_beside_collective(0.5, LinkTier::nic, 1000, 100, true);
+  CHECK(nic.times[1].end == 200);
+  CHECK(pass_beside_collective(0.5, LinkTier::nvlink, 1000, 100, true).times[1].end == 100);
 }
 
 TEST_CASE("the pass and the collectives never draw more than the link between them", "[step][sharing]") {
@@ -203,7 +208,7 @@ TEST_CASE("the pass and the collectives never draw more than the link between th
       p.sm_count = 132;
       StepTask pass;
       pass.work = 1'000'000;
-      pass.link_load = load;
+      pass.link_load = {load, 0};
       p.add(pass);
       const StepStream streams[] = {StepStream::fsdp_gather, StepStream::fsdp_reduce, StepStream::dp_reduce};
       for (int i = 0; i < n; ++i) {

@@ -32,6 +32,8 @@ class Fabric {
   // Integral of egress rate over time, per GPU: equals the bytes it sent.
   // (Settled at every rate change and at the end of each transfer.)
   double egress_bytes(int gpu) const { return egress_bytes_[static_cast<std::size_t>(gpu)]; }
+  // Of those, the bytes of finished transfers to GPUs in other nodes (over the NICs).
+  double egress_bytes_across_nodes(int gpu) const { return egress_across_[static_cast<std::size_t>(gpu)]; }
   // Called with (now, gpu, egress bytes/ps, ingress bytes/ps) whenever either changes.
   void set_rate_observer(std::function<void(Tick, int, double, double)> obs) { observer_ = std::move(obs); }
 
@@ -65,6 +67,7 @@ class Fabric {
   std::vector<int> pending_resources_;
   bool retime_scheduled_ = false;
   std::vector<double> egress_bytes_;
+  std::vector<double> egress_across_;
   std::vector<double> egress_rate_;
   std::vector<double> ingress_rate_;
   std::function<void(Tick, int, double, double)> observer_;

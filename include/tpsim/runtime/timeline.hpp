@@ -41,6 +41,7 @@ struct Timeline {
   std::vector<std::vector<Sample>> busy_sms;      // per rank, detailed only: (time, busy SMs)
   std::vector<std::vector<Sample>> egress_rate;   // per rank, detailed only: (time, egress bytes/ps)
   std::vector<double> egress_bytes;               // per rank, integrated
+  std::vector<double> egress_bytes_across_nodes;  // per rank: of egress_bytes, what went to other nodes
   std::vector<int> sm_count;                      // per rank
   std::vector<double> egress_capacity;              // per rank: all its links at once, bytes/ps
   std::uint64_t events = 0;

@@ -21,6 +21,17 @@ enum class GroupOp { all_gather, reduce_scatter, all_reduce, send_recv };  // al
 enum class LinkTier { nvlink, nic };
 std::string_view link_tier_name(LinkTier t);
 
+// A quantity per link tier: bytes one GPU sends on each, or the fraction of each it draws.
+struct PerTier {
+  double nvlink = 0, nic = 0;
+  double on(LinkTier t) const { return t == LinkTier::nvlink ? nvlink : nic; }
+  PerTier& operator+=(const PerTier& o) {
+    nvlink += o.nvlink, nic += o.nic;
+    return *this;
+  }
+  PerTier operator+(const PerTier& o) const { return PerTier(*this) += o; }
+};
+
 struct GroupCollectiveCost {
   Tick time = 0;
   std::string algorithm;  // "ring" | "tree" | "nvls" | "nvls_tree" | "p2p" | "none"

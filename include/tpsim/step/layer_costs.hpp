@@ -21,7 +21,7 @@ struct LayerMoeCosts {
   Tick ep_forward_exposed = 0, ep_backward_exposed = 0;  // the all-to-alls (nothing hides them)
   std::vector<StepCollective> collectives;               // per call
   std::vector<LayerPhase> forward_phases, backward_phases;
-  double forward_tp_bytes = 0, backward_tp_bytes = 0, recompute_tp_bytes = 0;  // as LayerCosts'
+  PerTier forward_tp_bytes, backward_tp_bytes, recompute_tp_bytes;  // as LayerCosts'
 };
 
 struct LayerCosts {
@@ -35,10 +35,10 @@ struct LayerCosts {
   std::vector<LayerPhase> forward_phases, backward_phases;    // communication inside a dense layer pass
   Tick embedding_forward = 0, embedding_backward = 0;
   Tick output_forward = 0, output_backward = 0;  // final norm, output projection, cross-entropy
-  // TP traffic one GPU sends per pass inside one node's NVLink (0 when the TP group spans
-  // nodes): what a pass draws from the links the other dimensions' collectives also use.
-  double forward_tp_bytes = 0, backward_tp_bytes = 0, recompute_tp_bytes = 0;  // per decoder layer
-  double output_forward_tp_bytes = 0, output_backward_tp_bytes = 0;            // its all-gather, its reduce-scatter
+  // TP traffic one GPU sends per pass, on its node's NVLink and (a TP group across nodes) on
+  // its NIC: what a pass draws from the links the other dimensions' collectives also use.
+  PerTier forward_tp_bytes, backward_tp_bytes, recompute_tp_bytes;  // per decoder layer
+  PerTier output_forward_tp_bytes, output_backward_tp_bytes;        // its all-gather, its reduce-scatter
 };
 
 // `s`: a training_step scenario; `variant`: the TP strategy of the layers.

@@ -30,10 +30,12 @@ struct StepTask {
   std::string dim;        // mesh dimension of a communication task ("fsdp", "dp", "pp", "cp"); "" for compute
   Tick work = 0;          // duration alone on an idle GPU
   bool communication = false;
-  LinkTier tier = LinkTier::nvlink;  // a compute task: the tier its own traffic (link_load) uses
+  LinkTier tier = LinkTier::nvlink;
   int sms = 0;            // SMs a communication kernel holds while it runs
-  double link_load = 0;   // a compute task: the fraction of its tier's bandwidth its traffic draws alone
-  double wire_bytes = 0;  // bytes the task sends (a layer pass: its TP traffic on `tier`), for the trace's link counters
+  double wire_bytes = 0;  // bytes a communication task sends (for the trace's link counters)
+  // A compute task's own traffic (a layer pass's TP collectives) per tier: bytes one GPU
+  // sends, and the fraction of the tier's bandwidth that draws on average over the pass.
+  PerTier link_bytes, link_load;
   double activation_bytes = 0;  // added to the stage's live activations when it ends (negative: freed)
   std::vector<int> deps;  // tasks (any stage) that must end first
   int phases = -1;        // a layer pass: its communication phases (StepPlan::phase_templates), for the trace
