@@ -28,7 +28,8 @@ void traffic_counters(const StepVariantRun& run, int stage, int pid, const std::
     const TaskTime& tt = run.sim.times[i];
     if (t.stage != stage || tt.end <= tt.start) continue;
     // A layer pass's TP traffic, spread over the pass; a collective's on its tier.
-    const PerTier bytes = t.communication ? (t.tier == LinkTier::nvlink ? PerTier{t.wire_bytes, 0} : PerTier{0, t.wire_bytes}) : t.link_bytes;
+    const PerTier sent = t.tier == LinkTier::nvlink ? PerTier{t.wire_bytes, 0} : PerTier{0, t.wire_bytes};
+    const PerTier bytes = t.communication ? sent : t.link_bytes;
     for (LinkTier tier : {LinkTier::nvlink, LinkTier::nic}) {
       if (bytes.on(tier) <= 0) continue;
       const double rate = bytes.on(tier) / static_cast<double>(tt.end - tt.start);

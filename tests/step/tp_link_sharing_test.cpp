@@ -1,8 +1,11 @@
 #include "support/catch.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "tpsim/io/scenario.hpp"
+#include "tpsim/report/step_trace.hpp"
 #include "tpsim/step/layer_costs.hpp"
 #include "tpsim/step/training_step.hpp"
 
@@ -97,4 +100,20 @@ TEST_CASE("a TP group across nodes shares its NICs with FSDP: its bytes split by
   const StepVariantRun alone = run_step_variant(s, "baseline", without_tp_traffic(c));
   CHECK(time_in(shared, "fsdp") > time_in(alone, "fsdp"));
   CHECK(shared.sim.makespan >= alone.sim.makespan);
+}
+
+TEST_CASE("the step trace's NVLink counter shows the passes' TP traffic", "[step][sharing][trace]") {
+  // 16 GPUs as TP 8 x FSDP 2: FSDP on the NICs, so any NVLink rate comes from the layer passes.
+  const StepResult r = run_training_step(step(16, R"("fsdp": 2, "tp": 8)"));
+  double peak_nvlink = 0;
+  int passes_with_bytes = 0;
+  const Json trace = step_trace(r);
+  for (const Json& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "C" && e.value("name", "") == "link traffic (GB/s)")
+      peak_nvlink = std::max(peak_nvlink, e["args"]["NVLink"].get<double>());
+    if (e.value("ph", "") == "X" && e.contains("args") && e["args"].contains("tp_nvlink_bytes")) ++passes_with_bytes;
+  }
+  CHECK(passes_with_bytes > 0);
+  CHECK(peak_nvlink > 0);
+  CHECK(peak_nvlink <= 450.0);  // never past the GPU's NVLink port (GB/s each way)
 }
