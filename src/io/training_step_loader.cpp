@@ -197,12 +197,31 @@ Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, const TrainingStepSpec&
   return precompute ? Fp8AllGather::precomputed_scale : Fp8AllGather::dynamic_scale;
 }
 
+// DeepEP's node forwarding, node-limited routing and fp8 dispatch (DeepSeek-V3's all-to-alls).
+void parse_moe_all_to_all(const ObjectReader& w, TrainingStepSpec& t) {
+  for (const char* key : {"moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype"})
+    if (w.has(key) && !t.model.is_moe()) fail_at(w.child_path(key), fmt::format("{} has no experts", t.model.name));
+  t.moe_node_forwarding = parse_choice(w, "moe_all_to_all", false, {{"nccl", false}, {"deepep", true}});
+  if (w.has("moe_node_limit")) {
+    const std::int64_t m = w.positive_int("moe_node_limit");
+    if (m > 4096) fail_at(w.child_path("moe_node_limit"), fmt::format("{} is more than the limit 4096", m));
+    if (!t.moe_node_forwarding)
+      fail_at(w.child_path("moe_node_limit"),
+              "applies to \"moe_all_to_all\": \"deepep\" (NCCL's all-to-all sends every token slot on its own, whatever nodes they go to)");
+    t.moe_node_limit = static_cast<int>(m);
+  }
+  const Dtype act = t.linear_dtype.value_or(Dtype::bf16);
+  t.moe_fp8_dispatch = parse_choice(w, "moe_dispatch_dtype", false, {{"activation", false}, {"fp8", true}});
+  if (t.moe_fp8_dispatch && act != Dtype::fp8)
+    fail_at(w.child_path("moe_dispatch_dtype"), "\"fp8\" sends the inputs of fp8 expert GEMMs: it needs \"linear_dtype\": \"fp8\"");
+}
+
 }  // namespace
 
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "elementwise", "cross_entropy", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
-          "moe_dispatch_chunks", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
+          "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
           "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input"};
 }
 
@@ -305,6 +324,7 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     if (!t.model.is_moe()) fail_at(w.child_path("moe_dispatch_chunks"), fmt::format("{} has no experts", t.model.name));
     t.moe_dispatch_chunks = static_cast<int>(n);
   }
+  parse_moe_all_to_all(w, t);
   if (w.has("expert_load_skew")) {
     const Json& v = w.at("expert_load_skew");
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
@@ -344,6 +364,14 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
     notes.push_back(fmt::format("each TP group spans {} nodes ({} GPUs in each): its collectives cross the NICs; the other "
                                 "dimensions' traffic on those NICs is priced apart, not shared with it",
                                 tp_group.nodes, tp_group.per_node));
+  if (step.moe_node_limit > 0) {
+    // The chosen nodes must hold top_k experts between them.
+    const GroupLayout ep = group_layout(step.mesh, MeshDim::ep, per_node, 0);
+    const std::int64_t reach = std::min<std::int64_t>(step.moe_node_limit, ep.nodes) * (step.model.moe.experts / ep.nodes);
+    if (reach < step.model.moe.top_k)
+      fail_at("$.workload.moe_node_limit", fmt::format("{} node(s) of the ep group hold {} experts, fewer than top_k {}", std::min(step.moe_node_limit, ep.nodes),
+                                                       reach, step.model.moe.top_k));
+  }
   if (step.pipeline_settings_ignored)
     notes.push_back(step.microbatches > 1
                         ? fmt::format("pp is 1: pp_schedule, virtual_stages, pp_p2p and the pp_*_less_layers apply to a pipeline; the {} microbatches are gradient accumulation",

@@ -55,29 +55,64 @@ double all_to_all_transfer_ps(const GroupLayout& g, const AllToAllTraffic& traff
       up_out.push_back(links.add(c)), up_in.push_back(links.add(c));
     }
 
-  // Pieces inside a node, one each; pieces between nodes bundled by (sending node,
-  // receiver, size): they share one path, so max-min gives them one rate.
-  std::vector<Bundle> bundles;
-  std::map<std::tuple<int, int, double>, std::size_t> across;
+  // What travels, member to member, on NVLink inside a node or across the network, in the
+  // order first addressed (the solve does not depend on it; the output's last bits might).
+  struct Piece {
+    bool network;
+    int from, to;
+    double bytes;
+  };
+  std::vector<Piece> pieces;
+  std::map<std::tuple<bool, int, int>, std::size_t> piece_at;
+  const auto put = [&](bool network, int from, int to, double b) {
+    const auto [it, fresh] = piece_at.try_emplace({network, from, to}, pieces.size());
+    if (fresh)
+      pieces.push_back({network, from, to, b});
+    else
+      pieces[it->second].bytes += b;
+  };
+  // The member of `node` at the same in-node index as member `like`.
+  const auto peer_in = [&](int node, int like) { return std::min(n - 1, node * per_node + like % per_node); };
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       const double b = traffic.bytes(i, j);
       if (i == j || b <= 0) continue;
       const int a = node_of(i), z = node_of(j);
       if (a == z) {
-        bundles.push_back({{nvl_out[static_cast<std::size_t>(i)], nvl_in[static_cast<std::size_t>(j)]}, 1, b, b});
-        continue;
+        put(false, i, j, b);
+      } else if (!traffic.node_forwarding) {
+        put(true, i, j, b);
+      } else if (!traffic.gather_back) {  // once over the network to j's node, then NVLink to j
+        const int hub = peer_in(z, i);
+        put(true, i, hub, b * traffic.network_fraction);
+        if (hub != j) put(false, hub, j, b);
+      } else {  // NVLink to the member facing j, summed there, once over the network
+        const int hub = peer_in(a, j);
+        if (hub != i) put(false, i, hub, b);
+        put(true, hub, j, b * traffic.network_fraction);
       }
-      const auto [it, fresh] = across.try_emplace({a, j, b}, bundles.size());
-      if (!fresh) {
-        bundles[it->second].count += 1;
-        continue;
-      }
-      Bundle u{{node_out[static_cast<std::size_t>(a)], nic_in[static_cast<std::size_t>(j)]}, 1, b, b};
-      const int la = leaf_of(a), lz = leaf_of(z);
-      if (uplinks && la != lz) u.path.push_back(up_out[static_cast<std::size_t>(la)]), u.path.push_back(up_in[static_cast<std::size_t>(lz)]);
-      bundles.push_back(std::move(u));
     }
+
+  // NVLink pieces one each; network pieces bundled by (sending node, receiver, size): they
+  // share one path, so max-min gives them one rate.
+  std::vector<Bundle> bundles;
+  std::map<std::tuple<int, int, double>, std::size_t> across;
+  for (const Piece& p : pieces) {
+    if (!p.network) {
+      bundles.push_back({{nvl_out[static_cast<std::size_t>(p.from)], nvl_in[static_cast<std::size_t>(p.to)]}, 1, p.bytes, p.bytes});
+      continue;
+    }
+    const int a = node_of(p.from), z = node_of(p.to);
+    const auto [it, fresh] = across.try_emplace({a, p.to, p.bytes}, bundles.size());
+    if (!fresh) {
+      bundles[it->second].count += 1;
+      continue;
+    }
+    Bundle u{{node_out[static_cast<std::size_t>(a)], nic_in[static_cast<std::size_t>(p.to)]}, 1, p.bytes, p.bytes};
+    const int la = leaf_of(a), lz = leaf_of(z);
+    if (uplinks && la != lz) u.path.push_back(up_out[static_cast<std::size_t>(la)]), u.path.push_back(up_in[static_cast<std::size_t>(lz)]);
+    bundles.push_back(std::move(u));
+  }
 
   // Progressive filling, re-solved each time pieces land, until the last one has. The
   // paths of the bundles still moving are kept side by side with them and compacted in place.
@@ -116,11 +151,15 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
   const double nic = across ? hw.cluster.nic.bytes_per_ps : 0;
   // Every capacity scales with a protocol's efficiency alike, so the links are solved once.
   const double links_ps = all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps, nic, hw.cluster.oversubscription);
+  // What a member sends of its own (with node forwarding, a piece for another node counts
+  // at its network size; what a member forwards for others is not counted).
+  const int per_node = std::max(1, std::min(g.per_node, g.ranks));
   double busiest_send = 0;
   for (int i = 0; i < g.ranks; ++i) {
     double sent = 0;
     for (int j = 0; j < g.ranks; ++j)
-      if (j != i) sent += traffic.bytes(i, j);
+      if (j != i)
+        sent += traffic.bytes(i, j) * (traffic.node_forwarding && i / per_node != j / per_node ? traffic.network_fraction : 1.0);
     busiest_send = std::max(busiest_send, sent);
   }
   best.time = kTickMax;
@@ -134,7 +173,9 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
     const double ps = std::ceil(links_ps / p.bandwidth_efficiency);
     if (!(ps < static_cast<double>(kTickMax - lat))) throw std::overflow_error("all-to-all time past the tick range");
     const Tick t = lat + static_cast<Tick>(ps);
-    if (t < best.time) best = {t, "p2p", p.name, hw.nccl.p2p_channels, best.tier, busiest_send};
+    if (t < best.time)
+      best = {t, traffic.node_forwarding ? "deepep" : "p2p", p.name, traffic.node_forwarding ? kDeepEpSms : hw.nccl.p2p_channels, best.tier,
+              busiest_send};
   }
   return best;
 }

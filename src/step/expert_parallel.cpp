@@ -42,16 +42,18 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
     if (cast) ops.push_back({name + tag, ElementwiseOp{elems * e, elems * e}});
   };
   // One GEMM `in` [rows x k] x weight [k x n] -> [rows x n], forward or its two gradients.
-  const auto gemm = [&](const std::string& name, std::int64_t k, std::int64_t n) {
+  // `arrives_fp8`: the tokens (forward) or output gradients (backward) it multiplies were
+  // cast before the all-to-all brought them (fp8 dispatch), so it casts them no more.
+  const auto gemm = [&](const std::string& name, std::int64_t k, std::int64_t n, bool arrives_fp8) {
     const double in = rows * static_cast<double>(k), weight = batch * static_cast<double>(k) * static_cast<double>(n),
                  out = rows * static_cast<double>(n);
     if (!backward) {
-      cast_op(name + ".cast_input", in, passes);
+      if (!arrives_fp8) cast_op(name + ".cast_input", in, passes);
       cast_op(name + ".cast_weight", weight, passes);
       ops.push_back({name + tag, GemmOp{{g.rows, n, k, g.linear, g.batch}}});
       return;
     }
-    cast_op(name + ".backward.cast_grad_output", out, passes);
+    if (!arrives_fp8) cast_op(name + ".backward.cast_grad_output", out, passes);
     cast_op(name + ".backward.cast_weight_transposed", weight, 2);
     ops.push_back({name + ".backward_input" + tag, GemmOp{{g.rows, k, n, g.linear, g.batch}}});
     column_major(name + ".backward.grad_output_column_major", out);
@@ -61,15 +63,25 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
     ops.push_back({name + ".backward_weight" + tag, GemmOp{{k, n, g.rows, g.linear, g.batch}}});
   };
   if (!backward) {
-    gemm("experts.up", g.hidden, g.up * g.ffn);
+    gemm("experts.up", g.hidden, g.up * g.ffn, g.fp8_dispatch);
     ops.push_back({"experts.activation" + tag, ElementwiseOp{act_in, act_in / static_cast<double>(g.up)}});
-    gemm("experts.down", g.ffn, g.hidden);
+    gemm("experts.down", g.ffn, g.hidden, false);
   } else {
-    gemm("experts.down", g.ffn, g.hidden);
+    gemm("experts.down", g.ffn, g.hidden, g.fp8_dispatch);
     ops.push_back({"experts.activation.backward" + tag, ElementwiseOp{act_in + act_in / static_cast<double>(g.up), act_in}});
-    gemm("experts.up", g.hidden, g.up * g.ffn);
+    gemm("experts.up", g.hidden, g.up * g.ffn, false);
   }
   return ops;
+}
+
+double distinct_nodes_per_token(std::int64_t experts, std::int64_t top_k, int nodes, int node_limit) {
+  if (nodes <= 1 || top_k <= 0) return 1;
+  const double chosen = node_limit > 0 ? std::min(node_limit, nodes) : nodes;
+  const double per_node = static_cast<double>(experts) / nodes, candidates = chosen * per_node;
+  // P(a chosen node gets none of the top_k): draws without replacement from the candidates.
+  double miss = 1;
+  for (std::int64_t i = 0; i < top_k; ++i) miss *= std::max(0.0, (candidates - per_node - static_cast<double>(i)) / (candidates - static_cast<double>(i)));
+  return chosen * (1 - miss);
 }
 
 double ExpertLoad::rank_slots(int rank) const {
@@ -123,7 +135,8 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
     for (double x : load.rank_experts(load.busiest_rank)) ++batches[rows(x / chunks)];
     std::vector<std::pair<std::string, OpPayload>> ops;
     const auto group = [&](std::int64_t n, std::int64_t batch, const std::string& tag) {
-      for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile}, backward, tag)) ops.push_back(std::move(op));
+      for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch}, backward, tag))
+        ops.push_back(std::move(op));
     };
     for (const auto& [n, batch] : batches) group(n, batch, batches.size() == 1 ? "" : fmt::format(".rows{}", n));
     return kernels_alone(ops, hw);
@@ -133,15 +146,26 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
   const std::int64_t shard = std::max<std::int64_t>(1, tokens / tp);
   const double token_bytes = static_cast<double>(tokens) * static_cast<double>(h) * e;
   const double slot_bytes = slots * static_cast<double>(h) * e;
-  const Tick route_f = kernels_alone({{"router", GemmOp{{shard, m.moe.experts, h, dtype}}},
-                                  {"permute", ElementwiseOp{token_bytes, load.sent_slots * static_cast<double>(h) * e}}},
-                                 hw);
+  // With fp8 dispatch the tokens (forward) and the output gradients (backward) are cast
+  // once per token, before they are duplicated into slots: an amax pass and a cast pass,
+  // one fused kernel when compiled, as the experts' own casts (expert_group_ops).
+  const double wire = t.moe_fp8_dispatch ? dtype_bytes(Dtype::fp8) * (1 + kFp8DispatchScaleBytes / kFp8DispatchScaleGroup) : e;
+  const double token_elems = static_cast<double>(tokens) * static_cast<double>(h), passes = t.compile ? 1 : 2;
+  std::vector<std::pair<std::string, OpPayload>> before_dispatch = {{"router", GemmOp{{shard, m.moe.experts, h, dtype}}}};
+  std::vector<std::pair<std::string, OpPayload>> before_combine_b;
+  if (t.moe_fp8_dispatch) {
+    before_dispatch.push_back({"dispatch.cast_fp8", ElementwiseOp{passes * token_bytes, token_elems * wire}});
+    before_combine_b.push_back({"combine.backward.cast_fp8", ElementwiseOp{passes * token_bytes, token_elems * wire}});
+  }
+  before_dispatch.push_back({"permute", ElementwiseOp{token_elems * wire, load.sent_slots * static_cast<double>(h) * wire}});
+  before_combine_b.push_back({"unpermute.backward", ElementwiseOp{token_elems * wire, slots * static_cast<double>(h) * wire}});
+  const Tick route_f = kernels_alone(before_dispatch, hw);
   const Tick combine_f = kernels_alone({{"unpermute", ElementwiseOp{slot_bytes, token_bytes}}}, hw);
   const Tick route_b = kernels_alone({{"permute.backward", ElementwiseOp{load.sent_slots * static_cast<double>(h) * e, token_bytes}},
                                   {"router.backward_input", GemmOp{{shard, h, m.moe.experts, dtype}}},
                                   {"router.backward_weight", GemmOp{{h, m.moe.experts, shard, dtype}}}},
                                  hw);
-  const Tick combine_b = kernels_alone({{"unpermute.backward", ElementwiseOp{token_bytes, slot_bytes}}}, hw);
+  const Tick combine_b = kernels_alone(before_combine_b, hw);
 
   const int leaf = hw.cluster.present() ? hw.cluster.nodes_per_leaf : 0;
   const int chunks = ep > 1 ? t.moe_dispatch_chunks : 1;
@@ -152,13 +176,17 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
   GroupCollectiveCost dispatch, combine;
   if (ep > 1) {
     const GroupLayout g = group_layout(t.mesh, MeshDim::ep, hw.fabric.gpus_per_node, leaf);
-    AllToAllTraffic traffic{load.sent_slots * static_cast<double>(h) * e / chunks, load.rank_share, false};
+    AllToAllTraffic traffic{load.sent_slots * static_cast<double>(h) * wire / chunks, load.rank_share, false};
+    traffic.node_forwarding = t.moe_node_forwarding;
+    traffic.network_fraction = distinct_nodes_per_token(m.moe.experts, m.moe.top_k, g.nodes, t.moe_node_limit) / static_cast<double>(m.moe.top_k);
     c.dispatch_bytes = traffic.sent_bytes * chunks;
     dispatch = all_to_all_cost(g, traffic, hw);
+    const double dispatch_sent = traffic.sent_bytes;
     traffic.gather_back = true;
+    traffic.sent_bytes = load.sent_slots * static_cast<double>(h) * e / chunks;  // the combines stay in the activation dtype
     combine = all_to_all_cost(g, traffic, hw);
     const std::string each = chunks > 1 ? ", one chunk" : "";
-    c.collectives.push_back({"ep", "all_to_all (dispatch" + each + ")", traffic.sent_bytes, dispatch});
+    c.collectives.push_back({"ep", "all_to_all (dispatch" + each + ")", dispatch_sent, dispatch});
     c.collectives.push_back({"ep", "all_to_all (combine" + each + ")", traffic.sent_bytes, combine});
   }
   c.dispatch = dispatch.time, c.combine = combine.time;

@@ -23,10 +23,20 @@ namespace tpsim {
 // Token-choice traffic: every member addresses share[j] of its `sent_bytes` to member j
 // (its own share stays home), so member j receives n x sent_bytes x share[j]. With
 // `gather_back` the transpose (the combine: member j returns sent_bytes x share[j] to each).
+//
+// `node_forwarding`: DeepEP's form (DeepSeek-V3 technical report, arXiv 2412.19437,
+// section 3.2.2). A token crosses the network once per node it is routed to, to that node's
+// member at the sender's in-node index, which forwards each of the token's slots over NVLink
+// to its expert's GPU; the combine runs backwards: the experts' outputs go over NVLink to
+// the member at the token owner's in-node index, which sums them ("NVLink-to-IB forwarding
+// and accumulation") and sends one per token. `network_fraction` is then the network bytes
+// per slot byte between two nodes: the distinct nodes a token is routed to over top_k.
 struct AllToAllTraffic {
   double sent_bytes = 0;
   std::vector<double> share;  // per member, summing to 1
   bool gather_back = false;
+  bool node_forwarding = false;
+  double network_fraction = 1;
   double bytes(int from, int to) const {
     return sent_bytes * share[static_cast<std::size_t>(gather_back ? from : to)];
   }
@@ -39,9 +49,15 @@ struct AllToAllTraffic {
 double all_to_all_transfer_ps(const GroupLayout& g, const AllToAllTraffic& traffic, double nvlink_bytes_per_ps,
                               double nic_bytes_per_ps, double oversubscription);
 
+// SMs DeepEP's all-to-all kernels hold: DeepSeek-V3's report (section 3.2.2) partitions 20
+// SMs into 10 communication channels, enough for IB and NVLink; DeepEP's Buffer takes 20 by
+// default (num_sms).
+constexpr int kDeepEpSms = 20;
+
 // As group_collective_cost prices its collectives: per NCCL protocol, its latency (and the
 // network's across nodes) plus the transfer at its bandwidth efficiency; the fastest.
-// `wire_bytes` is what the busiest sender puts on the links.
+// `wire_bytes` is what the busiest sender puts on the links. With node forwarding the
+// algorithm is "deepep" and holds kDeepEpSms SMs instead of NCCL's p2p channels.
 GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic& traffic, const HardwareSpec& hw);
 
 }  // namespace tpsim

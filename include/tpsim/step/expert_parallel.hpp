@@ -23,6 +23,16 @@
 
 namespace tpsim {
 
+// fp8 dispatch's fine-grained scales (DeepSeek-V3 report, section 3.3.2): one fp32 scale
+// per token and 128 channels travels with the fp8 values.
+constexpr double kFp8DispatchScaleGroup = 128, kFp8DispatchScaleBytes = 4;
+
+// Node-limited routing (DeepSeek-V3 report, section 2.1.2): each token picks at most
+// `node_limit` of the `nodes` its ep group spans (0: no limit), then its top_k experts
+// among those nodes' experts. The expected number of distinct nodes it reaches, with the
+// nodes and the chosen nodes' experts equally likely.
+double distinct_nodes_per_token(std::int64_t experts, std::int64_t top_k, int nodes, int node_limit);
+
 struct ExpertLoad {
   std::vector<double> expert_slots;  // per expert: token slots the whole ep group routes to it
   std::vector<double> rank_share;    // per ep rank: the share of every rank's slots its experts get
@@ -51,10 +61,13 @@ struct MoeLayerCost {
 // forward (up, activation, down) or backward (each GEMM's input and weight gradients).
 // With linears narrower than the activations (fp8), each GEMM's operands are cast first as
 // torchao's rowwise fp8 grouped GEMM does (see expert_parallel.cpp); `tag` names the batch.
+// `fp8_dispatch`: the up-projection's input (forward) and the down-projection's output
+// gradient (backward) arrive in fp8 from the all-to-all, already cast.
 struct ExpertGroup {
   std::int64_t rows = 0, batch = 0, hidden = 0, ffn = 0, up = 1;
   Dtype dtype = Dtype::bf16, linear = Dtype::bf16;
   bool compile = false;
+  bool fp8_dispatch = false;
 };
 std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag);
 

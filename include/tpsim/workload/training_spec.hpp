@@ -104,6 +104,19 @@ struct TrainingStepSpec {
   // Each MoE layer's token slots sent in this many chunks, so the experts of one chunk run
   // while the next chunk's tokens travel (1: one all-to-all each way, nothing overlapped).
   int moe_dispatch_chunks = 1;
+  // How the all-to-alls run (step/all_to_all.hpp): NCCL's grouped send/recv, every token slot
+  // on its own (torchtitan, Megatron-LM), or DeepEP's node forwarding (`"deepep"`: once per
+  // token and node over the network, NVLink inside the node).
+  bool moe_node_forwarding = false;
+  // Node-limited routing (DeepSeek-V3 report, section 2.1.2): each token goes to at most this
+  // many nodes of its ep group (0: no limit). With node forwarding only: it changes nothing
+  // NCCL sends.
+  int moe_node_limit = 0;
+  // DeepSeek-V3's low-precision communication (report, section 3.3.3): the dispatch, and
+  // backward the output gradients sent to the experts, in fp8 with one fp32 scale per 128
+  // channels, cast before they leave (the experts' fp8 GEMMs take them as they come); the
+  // combines stay in the activation dtype. With fp8 linears only.
+  bool moe_fp8_dispatch = false;
   bool cp_method_ignored = false;         // cp_method given without context parallelism
 
   std::int64_t microbatch_sequences() const { return local_batch / microbatches; }
