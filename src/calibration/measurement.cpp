@@ -22,7 +22,7 @@ struct KindInfo {
   std::string_view cls;
 };
 
-constexpr std::array<KindInfo, 10> kKinds = {{
+constexpr std::array<KindInfo, 11> kKinds = {{
     {MeasurementKind::gemm, "gemm", "gemm"},
     {MeasurementKind::peer_copy, "peer_copy", "copy"},
     {MeasurementKind::local_copy, "local_copy", "copy"},
@@ -32,6 +32,7 @@ constexpr std::array<KindInfo, 10> kKinds = {{
     {MeasurementKind::launch, "launch", "launch"},
     {MeasurementKind::gemm_with_peer_copy, "gemm_with_peer_copy", "interference"},
     {MeasurementKind::gemm_with_collective, "gemm_with_collective", "interference"},
+    {MeasurementKind::gemm_pair, "gemm_pair", "interference"},
     {MeasurementKind::scenario, "scenario", "scenario"},
 }};
 
@@ -42,7 +43,8 @@ const KindInfo& info(MeasurementKind k) {
 }
 
 bool has_gemm(MeasurementKind k) {
-  return k == MeasurementKind::gemm || k == MeasurementKind::gemm_with_peer_copy || k == MeasurementKind::gemm_with_collective;
+  return k == MeasurementKind::gemm || k == MeasurementKind::gemm_with_peer_copy || k == MeasurementKind::gemm_with_collective ||
+         k == MeasurementKind::gemm_pair;
 }
 bool has_bytes(MeasurementKind k) {
   return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
@@ -69,7 +71,7 @@ MeasurementKind parse_kind(const ObjectReader& r) {
 
 std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
-  if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
+  if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype", "kernel"});
   if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
@@ -155,6 +157,7 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::gemm_with_peer_copy: return fmt::format("gemm {} + peer copy {:.0f} B", shape, m.bytes);
     case MeasurementKind::gemm_with_collective:
       return fmt::format("gemm {} + {} {:.0f} B x{}{}", shape, collective_kind_name(m.collective), m.bytes, m.gpus, at_once);
+    case MeasurementKind::gemm_pair: return fmt::format("gemm {} x2 on two streams", shape);
     case MeasurementKind::scenario:
       if (!m.op.empty()) return fmt::format("{} {} rank{}:{}", m.scenario->name, m.scenario->variants.front(), m.op_rank, m.op);
       return fmt::format("{} {}", m.scenario->name, m.scenario->variants.front());
@@ -164,7 +167,7 @@ std::string default_name(const Measurement& m) {
 
 Measurement parse_one(const Json& j, const std::string& path, const std::string& hardware, const std::string& origin,
                       const std::string& base_dir) {
-  const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "tflops", "batch",
+  const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "kernel", "tflops", "batch",
                                      "bytes", "gbps", "busbw_gbps", "gpus", "groups", "collective", "scenario", "variant", "op", "rank"});
   Measurement m;
   m.kind = parse_kind(probe);
@@ -174,6 +177,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
   if (has_gemm(m.kind)) {
     m.gemm = GemmProblem{dim(r, "m"), dim(r, "n"), dim(r, "k"), parse_dtype_at(r)};
     if (r.has("batch")) m.gemm.batch = dim(r, "batch");
+    m.kernel = r.optional_string("kernel").value_or("");
     check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path, m.gemm.batch);
   }
   if (has_bytes(m.kind)) {
@@ -267,6 +271,7 @@ Json measurement_json(const Measurement& m) {
     j["k"] = m.gemm.k;
     j["dtype"] = std::string(dtype_name(m.gemm.dtype));
     if (m.gemm.batch > 1) j["batch"] = m.gemm.batch;
+    if (!m.kernel.empty()) j["kernel"] = m.kernel;
   }
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;
   if (has_gpus(m.kind)) j["gpus"] = m.gpus;
@@ -290,9 +295,7 @@ Json measurements_file_json(const std::vector<Measurement>& ms, const std::strin
 
 void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec& hw) {
   for (const Measurement& m : ms) {
-    const bool has_gemm = m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::gemm_with_peer_copy ||
-                          m.kind == MeasurementKind::gemm_with_collective;
-    if (has_gemm && !hw.computes(m.gemm.dtype))
+    if (has_gemm(m.kind) && !hw.computes(m.gemm.dtype))
       throw InputError(fmt::format("{}: {}", m.origin, missing_dtype_message(hw, m.gemm.dtype)));
   }
 }

@@ -1,5 +1,6 @@
 #include "tpsim/calibration/measurement_dag.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -103,14 +104,29 @@ MeasurementDag measurement_dag(const Measurement& m) {
       md.target = on_every_rank(md.dag, m.gpus * m.groups, 0, "gemm", [&](int) { return GemmOp{m.gemm}; });
       return md;
     }
+    case MeasurementKind::gemm_pair: {
+      // Launched together on two streams of one GPU, as async TP's steps on alternating streams:
+      // the second takes SMs the first's partial wave leaves, and both share HBM.
+      MeasurementDag md{Dag(1)};
+      md.target = md.dag.add(0, 0, "gemm", GemmOp{m.gemm});
+      md.beside.push_back(md.dag.add(0, 1, "gemm.beside", GemmOp{m.gemm}));
+      return md;
+    }
     case MeasurementKind::scenario: break;
   }
   throw std::logic_error("measurement_dag: a scenario measurement has the scenario's DAG");
 }
 
+std::vector<OpId> MeasurementDag::spanned() const {
+  std::vector<OpId> ops = {target};
+  ops.insert(ops.end(), beside.begin(), beside.end());
+  return ops;
+}
+
 double measured_span_us(const MeasurementDag& md, const Timeline& tl) {
-  const OpTiming& t = tl.ops.at(md.target);
-  return to_us(t.end - (md.from_host_start ? 0 : t.start));
+  Tick start = tl.ops.at(md.target).start, end = tl.ops.at(md.target).end;
+  for (OpId op : md.beside) start = std::min(start, tl.ops.at(op).start), end = std::max(end, tl.ops.at(op).end);
+  return to_us(end - (md.from_host_start ? 0 : start));
 }
 
 OpId find_named_op(const Dag& dag, const Measurement& m) {

@@ -1,5 +1,7 @@
 #include "tpsim/calibration/microbench_plan.hpp"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace tpsim {
@@ -35,6 +37,22 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
     out.push_back(gemm(m, 8192, 8192, dtype));
   for (std::int64_t k : {256, 512, 1024, 2048, 8192, 16384}) out.push_back(gemm(4096, 4096, k, dtype));
   for (std::int64_t m : {128, 256}) out.push_back(gemm(m, 8192, 8192, dtype));  // small M: weight-read bound
+  // Async TP's submatmuls: a rank's shard of an all-gather or its chunk for one peer in a
+  // reduce-scatter, thin (64-1024 rows) against a wide, deep weight, at the widths of
+  // kraken's async-TP benchmarks (N 6656 and 4096) and of Llama 3 70B's FFN under TP 8
+  // (N 3584). Alone, then two at once on two streams as the alternating streams run them:
+  // what the vendor heuristic picks for thin shapes, and how two such kernels share the GPU.
+  const std::pair<std::int64_t, std::int64_t> weights[] = {{6656, 4096}, {6656, 16384}, {4096, 14336}, {3584, 8192}};
+  for (const auto kind : {MeasurementKind::gemm, MeasurementKind::gemm_pair})
+    for (const auto& [n, k] : weights)
+      for (std::int64_t m : {64, 128, 256, 512, 1024}) {
+        out.push_back(gemm(m, n, k, dtype));
+        out.back().kind = kind;
+        if (kind == MeasurementKind::gemm_pair) out.back().name += " x2 on two streams";
+      }
+  out.push_back(gemm(8192, 8192, 8192, dtype));  // two that fill the GPU alone: about twice one
+  out.back().kind = MeasurementKind::gemm_pair;
+  out.back().name += " x2 on two streams";
   for (double mib : {1.0, 16.0, 256.0, 1024.0}) out.push_back(sized(MeasurementKind::local_copy, mib * kMiB, 1));
   Measurement launch;
   launch.kind = MeasurementKind::launch;

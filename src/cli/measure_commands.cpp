@@ -100,7 +100,8 @@ int microbench(const MeasureOptions& o) {
   for (auto& m : ms) {
     m.time_us = measure_on_gpus(m, run);
     m.source = fmt::format("tpsim microbench on {}, median of {} repeats", machine, o.repeat);
-    std::cout << fmt::format("{:<52} {:>12.2f} us\n", m.name, m.time_us);
+    if (m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::gemm_pair) m.kernel = cuda_gemm_algo(m.gemm);
+    std::cout << fmt::format("{:<52} {:>12.2f} us{}\n", m.name, m.time_us, m.kernel.empty() ? "" : "  " + m.kernel);
   }
   write_file(o.output, measurements_file_json(ms, "", fmt::format("tpsim microbench on {}", machine)).dump(2) + "\n");
   std::cout << fmt::format("{}: {} measurements (tpsim calibrate --measurements {} --hardware ...)\n", o.output, ms.size(), o.output);

@@ -65,8 +65,17 @@ Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSampl
 }
 
 double median_span_us(const std::vector<std::vector<OpSample>>& repeats, OpId op, bool from_zero) {
+  return median_span_us(repeats, std::vector<OpId>{op}, from_zero);
+}
+
+double median_span_us(const std::vector<std::vector<OpSample>>& repeats, const std::vector<OpId>& ops, bool from_zero) {
+  if (ops.empty()) throw std::invalid_argument("no op to measure");
   std::vector<double> spans;
-  for (const auto& rep : repeats) spans.push_back((rep.at(op).end_ms - (from_zero ? 0.0 : rep.at(op).start_ms)) * 1e3);
+  for (const auto& rep : repeats) {
+    double start = rep.at(ops.front()).start_ms, end = rep.at(ops.front()).end_ms;
+    for (OpId op : ops) start = std::min(start, rep.at(op).start_ms), end = std::max(end, rep.at(op).end_ms);
+    spans.push_back((end - (from_zero ? 0.0 : start)) * 1e3);
+  }
   if (spans.empty()) throw std::invalid_argument("no repeat was measured");
   return median(spans);
 }

@@ -8,7 +8,7 @@
 
 namespace tpsim {
 
-inline constexpr int kCudaBackendAbi = 1;
+inline constexpr int kCudaBackendAbi = 2;
 
 struct CudaBackendApi {
   int abi = kCudaBackendAbi;
@@ -17,6 +17,7 @@ struct CudaBackendApi {
   std::vector<int> (*sm_counts)(int) = nullptr;
   double (*time_tiny_kernel_us)(const GpuRunOptions&) = nullptr;
   std::vector<std::vector<OpSample>> (*run_on_gpus)(const Dag&, const LaunchPlan&, const GpuRunOptions&) = nullptr;
+  std::string (*gemm_algo)(const GemmProblem&) = nullptr;
 };
 
 }  // namespace tpsim

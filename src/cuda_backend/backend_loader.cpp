@@ -88,5 +88,6 @@ double time_tiny_kernel_us(const GpuRunOptions& options) { return api_or_throw()
 std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan& plan, const GpuRunOptions& options) {
   return api_or_throw().run_on_gpus(dag, plan, options);
 }
+std::string cuda_gemm_algo(const GemmProblem& p) { return api_or_throw().gemm_algo(p); }
 
 }  // namespace tpsim

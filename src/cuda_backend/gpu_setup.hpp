@@ -50,6 +50,11 @@ struct RankState {
 
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
+// cuBLASLt's layouts and descriptor for `p`, and the algorithm its heuristic ranks first
+// (what the backend runs). Throws GpuError when it has none.
+LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p);
+void destroy_gemm(LtGemm& g);
+
 // Operands start on 256-byte boundaries: cuBLASLt's heuristic assumes that alignment.
 constexpr std::size_t kOperandAlignment = 256;
 constexpr std::size_t aligned(std::size_t bytes) { return (bytes + kOperandAlignment - 1) / kOperandAlignment * kOperandAlignment; }

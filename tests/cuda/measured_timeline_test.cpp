@@ -71,7 +71,8 @@ TEST_CASE("Every microbench measurement lowers to a launch plan and has a predic
       const LaunchPlan plan = plan_launches(measurement_dag(*both).dag);
       CHECK(plan.uses_nccl == std::vector<bool>{false, true, true});
     }
-    if (gpus == 1) CHECK(classes == std::set<std::string>{"gemm", "copy", "launch"});
+    // One GPU: GEMMs (alone and two on two streams), local copies, the launch.
+    if (gpus == 1) CHECK(classes == std::set<std::string>{"gemm", "copy", "launch", "interference"});
     else CHECK(classes == std::set<std::string>{"gemm", "copy", "launch", "collective", "barrier", "interference"});
   }
 }

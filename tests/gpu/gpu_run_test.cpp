@@ -35,6 +35,21 @@ TEST_CASE("A GEMM twice as large each way takes about eight times as long", "[gp
   CHECK(large / small == Approx(8).epsilon(0.3));
 }
 
+TEST_CASE("cuBLASLt says which tile and split-K it picked, and a pair of GEMMs is never faster than one", "[gpu]") {
+  const std::string algo = cuda_gemm_algo(GemmProblem{128, 6656, 16384, Dtype::bf16});
+  INFO(algo);
+  CHECK(algo.find("tile ") != std::string::npos);
+  CHECK(algo.find("split-K ") != std::string::npos);
+  Measurement one = gemm(4096);
+  one.gemm = {128, 6656, 16384, Dtype::bf16};
+  Measurement pair = one;
+  pair.kind = MeasurementKind::gemm_pair;
+  const double t1 = measure_us(one), t2 = measure_us(pair);
+  INFO(fmt::format("128x6656x16384: one {:.1f} us, two on two streams {:.1f} us", t1, t2));
+  CHECK(t2 >= 0.9 * t1);
+  CHECK(t2 <= 2.3 * t1);
+}
+
 TEST_CASE("Copy-engine peer copies scale with bytes", "[gpu]") {
   if (cuda_device_count() < 2) {
     WARN("one GPU: peer copies not measured");

@@ -26,6 +26,8 @@ enum class MeasurementKind {
   launch,                // a tiny kernel, from the host's call to its end
   gemm_with_peer_copy,   // 2 GPUs: each runs the GEMM while it copies `bytes` to the other; GEMM time
   gemm_with_collective,  // `gpus` GPUs: each runs the GEMM while a collective runs; GEMM time
+  gemm_pair,             // one GPU: the GEMM on two streams at once (async TP's alternating
+                         // streams): from the first start to the last end
   scenario,              // a whole scenario variant: makespan, or one named op's time in it
 };
 
@@ -49,6 +51,7 @@ struct Measurement {
   double time_us = 0;  // the measured (median) time
   double weight = 1;   // in the fit's sum of squared log errors
   std::string hardware;  // the hardware its file says it was measured on ("" when it does not say)
+  std::string kernel;    // GEMM kinds: the vendor kernel that ran (microbench: cuBLASLt's pick), for the record
 };
 
 // Every GEMM row's dtype must be one `hw` computes in (as `run` requires of a scenario).

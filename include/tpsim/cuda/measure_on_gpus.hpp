@@ -11,7 +11,7 @@ namespace tpsim {
 inline double measure_on_gpus(const Measurement& m, const GpuRunOptions& options) {
   if (m.kind == MeasurementKind::launch) return time_tiny_kernel_us(options);
   const MeasurementDag md = measurement_dag(m);
-  return median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), options), md.target, md.from_host_start);
+  return median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), options), md.spanned(), md.from_host_start);
 }
 
 }  // namespace tpsim

@@ -23,5 +23,7 @@ Timeline measured_timeline(const Dag& dag, const std::vector<std::vector<OpSampl
 
 // The median span (end - start) of one op over the repeats, in microseconds.
 double median_span_us(const std::vector<std::vector<OpSample>>& repeats, OpId op, bool from_zero);
+// The same from the first of `ops` to start to the last to end (ops run side by side).
+double median_span_us(const std::vector<std::vector<OpSample>>& repeats, const std::vector<OpId>& ops, bool from_zero);
 
 }  // namespace tpsim

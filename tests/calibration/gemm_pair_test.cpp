@@ -1,0 +1,100 @@
+// gemm_pair: one GEMM on two streams at once, as async TP's alternating streams run its
+// submatmuls; measured and predicted from the first start to the last end.
+#include "support/catch.hpp"
+
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "support/simulate.hpp"
+#include "tpsim/calibration/measurement.hpp"
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/calibration/microbench_plan.hpp"
+#include "tpsim/cost/gemm_cost.hpp"
+#include "tpsim/cuda/measured_timeline.hpp"
+
+using namespace tpsim;
+
+namespace {
+
+Measurement row(const std::string& kind, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const std::string j = fmt::format(R"({{"format": "tpsim-measurements", "hardware": "h100_sxm", "measurements": [
+      {{"kind": "{}", "m": {}, "n": {}, "k": {}, "dtype": "bf16", "time_us": 100}}]}})",
+                                    kind, m, n, k);
+  return parse_measurements(Json::parse(j), "test.json").front();
+}
+
+double one(std::int64_t m, std::int64_t n, std::int64_t k) { return predict_us(row("gemm", m, n, k), test::h100()); }
+double pair(std::int64_t m, std::int64_t n, std::int64_t k) { return predict_us(row("gemm_pair", m, n, k), test::h100()); }
+
+}  // namespace
+
+TEST_CASE("a gemm_pair row reads, names itself, writes back and counts as interference", "[measurement]") {
+  const Measurement m = row("gemm_pair", 128, 6656, 16384);
+  CHECK(m.name == "gemm 128x6656x16384 bf16 x2 on two streams");
+  CHECK(measurement_class(m.kind) == "interference");
+  const Json j = measurement_json(m);
+  CHECK(j.at("kind") == "gemm_pair");
+  CHECK(j.at("m") == 128);
+  CHECK(parse_measurements(Json{{"format", "tpsim-measurements"}, {"measurements", Json::array({j})}}, "round.json").front().name == m.name);
+  // Keys of other kinds are refused with their path.
+  CHECK_THROWS_WITH(parse_measurements(Json::parse(R"({"format": "tpsim-measurements", "measurements": [
+      {"kind": "gemm_pair", "m": 128, "n": 128, "k": 128, "dtype": "bf16", "time_us": 1, "bytes": 4}]})"), "t.json"),
+                    Catch::Matchers::Contains("$.measurements[0]"));
+  // Its DAG: two GEMMs on two streams of one GPU, nothing ordering them.
+  const MeasurementDag md = measurement_dag(m);
+  CHECK(md.dag.ranks() == 1);
+  CHECK(md.dag.size() == 2);
+  CHECK(md.spanned().size() == 2);
+  CHECK(md.dag.op(md.target).stream != md.dag.op(md.beside.front()).stream);
+}
+
+TEST_CASE("a GEMM row keeps the vendor kernel that ran it, and other kinds refuse the key", "[measurement]") {
+  const auto parse = [](const std::string& rows) {
+    return parse_measurements(Json::parse(R"({"format": "tpsim-measurements", "measurements": [)" + rows + "]}"), "t.json");
+  };
+  const std::string kernel = "cuBLASLt algo 66, tile 128x256, split-K 1, stages id 0, cluster 2x1x1, swizzle 0, reduction scheme 0";
+  const auto ms = parse(R"({"kind": "gemm", "m": 128, "n": 6656, "k": 16384, "dtype": "bf16", "time_us": 146, "kernel": ")" + kernel + R"("})");
+  CHECK(ms.front().kernel == kernel);
+  CHECK(measurement_json(ms.front()).at("kernel") == kernel);
+  CHECK_FALSE(measurement_json(row("gemm", 128, 128, 128)).contains("kernel"));  // none measured, none written
+  CHECK_THROWS_WITH(parse(R"({"kind": "peer_copy", "bytes": 1048576, "time_us": 5, "kernel": "x"})"),
+                    Catch::Matchers::Contains("$.measurements[0]"));
+}
+
+TEST_CASE("two GEMMs that fill the GPU take twice one, and two of a few tiles each run side by side", "[measurement][gemm]") {
+  // 8192^3: every SM busy for many waves, so the second waits for SMs: the work adds up.
+  CHECK(pair(8192, 8192, 8192) == Approx(2 * one(8192, 8192, 8192)).epsilon(0.03));
+  // 128 x 1024 x 512: a few tiles, too shallow to split K; both fit on the SMs at once, so the
+  // pair takes barely longer than one (the second launch's stagger).
+  const GemmPlan plan = plan_gemm(GemmProblem{128, 1024, 512, Dtype::bf16}, test::h100());
+  REQUIRE(plan.blocks * 2 <= test::h100().sm.count);
+  CHECK(pair(128, 1024, 512) < 1.3 * one(128, 1024, 512));
+  // Never faster than one alone, never slower than two in a row (they only share).
+  for (const auto& [m, n, k] : {std::tuple{64, 6656, 16384}, {256, 4096, 14336}, {1024, 3584, 8192}, {512, 512, 4096}}) {
+    INFO(m << "x" << n << "x" << k);
+    CHECK(pair(m, n, k) >= one(m, n, k));
+    CHECK(pair(m, n, k) <= 2 * one(m, n, k) * 1.02);
+  }
+}
+
+TEST_CASE("a measured span over ops side by side runs from the first start to the last end", "[cuda][measurement]") {
+  // Two repeats of two ops: (10-50, 20-70) and (12-40, 11-60) ms.
+  const std::vector<std::vector<OpSample>> reps = {{{0.010, 0.050}, {0.020, 0.070}}, {{0.012, 0.040}, {0.011, 0.060}}};
+  CHECK(median_span_us(reps, std::vector<OpId>{0, 1}, false) == Approx((60.0 + 49.0) / 2));
+  CHECK(median_span_us(reps, std::vector<OpId>{0}, false) == Approx(median_span_us(reps, 0, false)));
+  CHECK_THROWS_AS(median_span_us(reps, std::vector<OpId>{}, false), std::invalid_argument);
+}
+
+TEST_CASE("microbench measures async TP's thin submatmuls alone and in pairs", "[measurement]") {
+  int thin = 0, pairs = 0;
+  for (const Measurement& m : microbench_measurements(8, Dtype::bf16)) {
+    const bool async_tp_weight = (m.gemm.n == 6656 && (m.gemm.k == 4096 || m.gemm.k == 16384)) ||
+                                 (m.gemm.n == 4096 && m.gemm.k == 14336) || (m.gemm.n == 3584 && m.gemm.k == 8192);
+    if (!async_tp_weight) continue;
+    CHECK(m.gemm.m <= 1024);
+    ++(m.kind == MeasurementKind::gemm_pair ? pairs : thin);
+  }
+  CHECK(thin == 20);
+  CHECK(pairs == 20);
+}
