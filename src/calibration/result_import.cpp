@@ -26,7 +26,7 @@ void import_ops(const Json& ops, const std::string& path, const Measurement& who
   std::vector<Measurement> timed;
   for (std::size_t k = 0; k < ops.size(); ++k) {
     const std::string p = fmt::format("{}[{}]", path, k);
-    const ObjectReader r(ops[k], p, {"rank", "stream", "op", "kind", "start_us", "end_us", "stand_in"});
+    const ObjectReader r(ops[k], p, {"rank", "stream", "op", "kind", "start_us", "end_us", "stand_in", "kernel"});
     if (const auto stand_in = r.optional_bool("stand_in"); stand_in && *stand_in) continue;  // its time was simulated
     Measurement m = whole;
     m.op = r.string("op");

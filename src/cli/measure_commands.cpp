@@ -1,6 +1,9 @@
 #include "measure_commands.hpp"
 
 #include <iostream>
+#include <map>
+#include <tuple>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -23,6 +26,21 @@ namespace tpsim::cli {
 namespace {
 
 std::string machine_name(int gpus) { return fmt::format("{} x {}", gpus, cuda_device_name(0)); }
+
+// The kernel cuBLASLt's heuristic gave each GEMM of `dag` (asked once per shape).
+std::map<OpId, std::string> gemm_kernels(const Dag& dag) {
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, Dtype>, std::string> by_shape;
+  std::map<OpId, std::string> out;
+  for (OpId id = 0; id < dag.size(); ++id) {
+    const auto* g = std::get_if<GemmOp>(&dag.op(id).payload);
+    if (!g) continue;
+    const GemmProblem& p = g->problem;
+    auto [it, fresh] = by_shape.try_emplace({p.m, p.n, p.k, p.batch, p.dtype});
+    if (fresh) it->second = cuda_gemm_algo(p);
+    out[id] = it->second;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -61,7 +79,8 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
     result.runs.push_back(VariantRun{s.variants[i], std::move(dag), std::move(tl), std::move(m)});
   }
   Json j = result_json(result);
-  for (std::size_t i = 0; i < result.runs.size(); ++i) j["results"][i]["op_times"] = op_times_json(result.runs[i]);
+  for (std::size_t i = 0; i < result.runs.size(); ++i)
+    j["results"][i]["op_times"] = op_times_json(result.runs[i], gemm_kernels(result.runs[i].dag));
   j["measured_on"] = machine_name(s.gpus);
   j["warmup"] = o.warmup;
   j["repeats"] = o.repeat;

@@ -87,7 +87,7 @@ Json result_json(const RunResult& r) {
   return j;
 }
 
-Json op_times_json(const VariantRun& run) {
+Json op_times_json(const VariantRun& run, const std::map<OpId, std::string>& kernels) {
   Json ops = Json::array();
   for (OpId id = 0; id < run.dag.size(); ++id) {
     const Op& op = run.dag.op(id);
@@ -100,6 +100,7 @@ Json op_times_json(const VariantRun& run) {
                    {"start_us", round_to(to_us(t.start), 3)},
                    {"end_us", round_to(to_us(t.end), 3)}});
     if (t.stand_in) ops.back()["stand_in"] = true;
+    if (const auto k = kernels.find(id); k != kernels.end()) ops.back()["kernel"] = k->second;
   }
   return ops;
 }

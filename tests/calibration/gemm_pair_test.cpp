@@ -11,7 +11,9 @@
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
+#include "tpsim/calibration/result_import.hpp"
 #include "tpsim/cuda/measured_timeline.hpp"
+#include "tpsim/report/result_writers.hpp"
 
 using namespace tpsim;
 
@@ -97,4 +99,22 @@ TEST_CASE("microbench measures async TP's thin submatmuls alone and in pairs", "
   }
   CHECK(thin == 20);
   CHECK(pairs == 20);
+}
+
+TEST_CASE("a measured run's op times carry each GEMM's kernel, and import reads past it", "[measurement]") {
+  const RunResult r = test::simulate(R"({"name": "t", "hardware": "h100_sxm", "gpus": 2, "dtype": "bf16",
+      "workload": {"op": "allgather_matmul", "m": 2048, "k": 1024, "n": 1024}, "variants": ["async_tp"]})");
+  std::map<OpId, std::string> kernels;
+  for (OpId id = 0; id < r.runs[0].dag.size(); ++id)
+    if (std::holds_alternative<GemmOp>(r.runs[0].dag.op(id).payload)) kernels[id] = "cuBLASLt algo 1, tile 128x128, split-K 1";
+  REQUIRE_FALSE(kernels.empty());
+  Json j = result_json(r);
+  j["results"][0]["op_times"] = op_times_json(r.runs[0], kernels);
+  int with = 0;
+  for (const Json& op : j["results"][0]["op_times"]) {
+    CHECK(op.contains("kernel") == (op.at("kind") == "gemm"));
+    with += op.contains("kernel");
+  }
+  CHECK(with == static_cast<int>(kernels.size()));
+  CHECK(import_result_json(j, "measured.json").size() > kernels.size());
 }

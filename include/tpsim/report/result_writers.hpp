@@ -1,4 +1,6 @@
 #pragma once
+#include <map>
+#include <string>
 // Results for people (a table) and for programs (JSON). Deterministic: the same
 // run gives byte-identical output.
 #include <string>
@@ -12,6 +14,6 @@ std::string format_table(const RunResult& r);
 Json result_json(const RunResult& r);
 // Every op but events with its start and end (what `tpsim measure` adds per variant as "op_times",
 // and `tpsim calibrate` fits to).
-Json op_times_json(const VariantRun& run);
+Json op_times_json(const VariantRun& run, const std::map<OpId, std::string>& kernels = {});
 
 }  // namespace tpsim
