@@ -210,9 +210,8 @@ void parse_moe_all_to_all(const ObjectReader& w, TrainingStepSpec& t) {
               "applies to \"moe_all_to_all\": \"deepep\" (NCCL's all-to-all sends every token slot on its own, whatever nodes they go to)");
     t.moe_node_limit = static_cast<int>(m);
   }
-  const Dtype act = t.linear_dtype.value_or(Dtype::bf16);
   t.moe_fp8_dispatch = parse_choice(w, "moe_dispatch_dtype", false, {{"activation", false}, {"fp8", true}});
-  if (t.moe_fp8_dispatch && act != Dtype::fp8)
+  if (t.moe_fp8_dispatch && t.linear_dtype != Dtype::fp8)
     fail_at(w.child_path("moe_dispatch_dtype"), "\"fp8\" sends the inputs of fp8 expert GEMMs: it needs \"linear_dtype\": \"fp8\"");
 }
 
