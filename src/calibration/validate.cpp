@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -64,6 +65,25 @@ Validation validate(const ValidationRequest& req) {
   return v;
 }
 
+std::vector<SpeedupVerdict> speedup_verdicts(const std::vector<Measurement>& ms, const std::vector<double>& predicted_us) {
+  // A scenario's makespan rows, by what names the scenario; the baseline's index in each.
+  using Key = std::tuple<std::string, std::int64_t, Dtype>;
+  const auto key = [](const Measurement& m) { return Key{m.scenario->name, m.scenario->gpus, m.scenario->dtype}; };
+  const auto makespan = [](const Measurement& m) { return m.kind == MeasurementKind::scenario && m.op.empty(); };
+  std::map<Key, std::size_t> baseline;
+  for (std::size_t i = 0; i < ms.size(); ++i)
+    if (makespan(ms[i]) && ms[i].scenario->variants.front() == "baseline") baseline.try_emplace(key(ms[i]), i);
+  std::vector<SpeedupVerdict> out;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    if (!makespan(ms[i]) || ms[i].scenario->variants.front() == "baseline") continue;
+    const auto b = baseline.find(key(ms[i]));
+    if (b == baseline.end()) continue;
+    out.push_back({ms[i].scenario->name, ms[i].scenario->variants.front(), ms[b->second].time_us / ms[i].time_us,
+                   predicted_us[b->second] / predicted_us[i]});
+  }
+  return out;
+}
+
 std::string format_validation(const Validation& v) {
   const bool cv = !v.held_out_us.empty();
   std::string out = fmt::format("{:<52} {:<11} {:>11} {:>11} {:>8}{}\n", "measurement", "class", "measured_us", "predicted", "error",
@@ -93,6 +113,17 @@ std::string format_validation(const Validation& v) {
     out += fmt::format("leave-one-source-out: {} sources, each predicted by a model fitted to the op-level rows of the others; "
                        "scenario rows (whole decomposed ops, layers) are never fitted\n",
                        v.sources.size());
+  const auto verdicts = speedup_verdicts(v.measurements, v.predicted_us);
+  if (verdicts.empty()) return out;
+  out += fmt::format("\n{:<52} {:<14} {:>9} {:>9}  {}\n", "speedup over the baseline", "variant", "measured", "predicted", "verdict");
+  int agree = 0;
+  for (const SpeedupVerdict& x : verdicts) {
+    const std::string name = x.scenario.size() > 52 ? x.scenario.substr(0, 49) + "..." : x.scenario;
+    out += fmt::format("{:<52} {:<14} {:>8.2f}x {:>8.2f}x  {}\n", name, x.variant, x.measured, x.predicted,
+                       x.agrees() ? "agrees" : x.predicted > 1 ? "WRONG: predicted a win" : "WRONG: predicted a loss");
+    agree += x.agrees();
+  }
+  out += fmt::format("verdicts: {} of {} agree (whether the variant beats the baseline)\n", agree, verdicts.size());
   return out;
 }
 
@@ -105,7 +136,11 @@ Json validation_json(const Validation& v) {
     if (!v.held_out_us.empty()) row["held_out_us"] = to_ns(v.held_out_us[i]);
     rows.push_back(row);
   }
-  return Json{{"rows", rows}, {"held_out_sources", v.sources}};
+  Json speedups = Json::array();
+  for (const SpeedupVerdict& x : speedup_verdicts(v.measurements, v.predicted_us))
+    speedups.push_back({{"scenario", x.scenario}, {"variant", x.variant}, {"measured_speedup", std::round(x.measured * 1e4) / 1e4},
+                        {"predicted_speedup", std::round(x.predicted * 1e4) / 1e4}, {"agrees", x.agrees()}});
+  return Json{{"rows", rows}, {"held_out_sources", v.sources}, {"speedups", speedups}};
 }
 
 }  // namespace tpsim

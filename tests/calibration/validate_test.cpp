@@ -112,3 +112,33 @@ TEST_CASE("calibrate and validate refuse rows in a dtype the hardware lacks, and
   req.hardware = "h100_sxm";
   CHECK(calibrate(req).notes.empty());
 }
+
+TEST_CASE("validate says whether each variant's win or loss against its baseline comes out right", "[calibration][validate]") {
+  // The same scenario measured with two variants: async TP measured slower than the baseline.
+  const MeasurementFile file("verdicts", {row("baseline", "allgather_matmul", 300, "s"), row("async_tp", "allgather_matmul", 400, "s"),
+                                          row("fused", "allgather_matmul", 200, "s"), kGemmA});
+  ValidationRequest req;
+  req.files = {file.path};
+  req.hardware = "h100_sxm";
+  const Validation v = validate(req);
+  const auto verdicts = speedup_verdicts(v.measurements, v.predicted_us);
+  REQUIRE(verdicts.size() == 2);  // the GEMM row has no baseline; the baseline is not its own verdict
+  CHECK(verdicts[0].variant == "async_tp");
+  CHECK(verdicts[0].measured == Approx(0.75));
+  CHECK(verdicts[0].predicted == Approx(v.predicted_us[0] / v.predicted_us[1]));
+  CHECK(verdicts[1].measured == Approx(1.5));
+  // Agreement is about the side of 1, not the size of the error.
+  CHECK(SpeedupVerdict{"s", "v", 1.5, 1.01}.agrees());
+  CHECK_FALSE(SpeedupVerdict{"s", "v", 0.99, 1.01}.agrees());
+  CHECK(SpeedupVerdict{"s", "v", 0.5, 0.9}.agrees());
+  const std::string text = format_validation(v);
+  CHECK(text.find("verdicts: ") != std::string::npos);
+  CHECK(text.find(" of 2 agree") != std::string::npos);
+  CHECK(validation_json(v)["speedups"].size() == 2);
+  // A variant without its baseline measured gets no verdict.
+  const MeasurementFile alone("alone", {row("async_tp", "allgather_matmul", 250, "s")});
+  req.files = {alone.path};
+  const Validation w = validate(req);
+  CHECK(speedup_verdicts(w.measurements, w.predicted_us).empty());
+  CHECK(format_validation(w).find("verdicts") == std::string::npos);
+}

@@ -32,7 +32,18 @@ Validation validate(const ValidationRequest& request);
 // decomposed op, a fused kernel, a layer or a step: those are validation only.
 bool fittable(const Measurement& m);
 
-// One row per measurement, then mean and max |error| per op class.
+// Whether a variant beats the baseline: for every scenario makespan row whose scenario (its
+// name, GPUs and dtype) also has a baseline row, the measured and the predicted speedup,
+// baseline / variant. The verdict agrees when both are above 1 or both are not: the question
+// a user asks of tpsim ("does async TP pay here?"), which a small error can still get wrong.
+struct SpeedupVerdict {
+  std::string scenario, variant;
+  double measured = 0, predicted = 0;
+  bool agrees() const { return (measured > 1) == (predicted > 1); }
+};
+std::vector<SpeedupVerdict> speedup_verdicts(const std::vector<Measurement>& ms, const std::vector<double>& predicted_us);
+
+// One row per measurement, then mean and max |error| per op class, then the speedup verdicts.
 std::string format_validation(const Validation& v);
 Json validation_json(const Validation& v);
 
