@@ -22,6 +22,7 @@ std::vector<int> powers_of_two_up_to(std::int64_t n) {
 
 struct Layout {
   int tp, pp, fsdp, dp, cp = 1, ep = 1;
+  bool sequence_parallel = true;
 };
 
 std::vector<Layout> layouts(int gpus, int per_node, std::int64_t layers) {
@@ -49,7 +50,27 @@ std::string mesh_text(const Layout& l) {
   if (l.fsdp > 1) parts.push_back(fmt::format("fsdp{}", l.fsdp));
   if (l.dp > 1) parts.push_back(fmt::format("dp{}", l.dp));
   if (l.pp > 1) parts.push_back(fmt::format("pp{}", l.pp));
-  return parts.empty() ? "one GPU" : fmt::format("{}", fmt::join(parts, " x "));
+  const std::string sp = l.tp > 1 && !l.sequence_parallel ? " (no SP)" : "";
+  return parts.empty() ? "one GPU" : fmt::format("{}{}", fmt::join(parts, " x "), sp);
+}
+
+// Without sequence parallelism TP's regions are all-reduces, which some variants have no
+// form of (async TP's decompositions): `doc` keeps the scenario's variants that do; false
+// when none does (or the candidate does not parse: the caller's parse says why).
+bool keep_variants_without_sp(Json& doc, const Scenario& base, const std::string& base_dir, HardwareCache& cache) {
+  Json probe = doc;
+  probe.erase("variants");
+  Json kept = Json::array();
+  try {
+    const Scenario p = parse_scenario(probe, base_dir, &cache);
+    for (const std::string& v : base.variants)
+      if (supports(p, v)) kept.push_back(v);
+  } catch (const InputError&) {
+    return true;
+  }
+  if (kept.empty()) return false;
+  doc["variants"] = kept;
+  return true;
 }
 
 }  // namespace
@@ -67,6 +88,18 @@ Advice advise(const Json& scenario_json, const std::string& base_dir) {
   const int cp = t.mesh.size(MeshDim::cp), ep = t.mesh.size(MeshDim::ep);
   std::vector<Layout> candidates = layouts(static_cast<int>(base.gpus / cp / ep), base.hardware.fabric.gpus_per_node, t.model.layers);
   for (Layout& l : candidates) l.cp = cp, l.ep = ep;
+  // TP with and without sequence parallelism (all-reduces and replicated norms: less
+  // traffic to overlap, more activation memory), unless the scenario says which; the form
+  // without it is modelled for dense models without CP only.
+  const bool try_sp = !scenario_json.at("workload").contains("sequence_parallel") && !t.model.is_moe() && cp == 1;
+  if (try_sp) {
+    const std::size_t n = candidates.size();
+    for (std::size_t i = 0; i < n; ++i)
+      if (candidates[i].tp > 1) {
+        candidates.push_back(candidates[i]);
+        candidates.back().sequence_parallel = false;
+      }
+  }
   for (const Layout& l : candidates) {
     const int data = l.fsdp * l.dp * l.ep;
     if (sequences % data != 0) continue;
@@ -90,7 +123,9 @@ Advice advise(const Json& scenario_json, const std::string& base_dir) {
         w.erase("microbatches");
         w["local_batch"] = local;
         w["activation_checkpoint"] = ck;
+        if (try_sp && l.tp > 1) w["sequence_parallel"] = l.sequence_parallel;
         for (const auto& [k, v] : sched.items()) w[k] = v;
+        if (!l.sequence_parallel && !keep_variants_without_sp(doc, base, base_dir, cache)) continue;
         ++advice.candidates;
         Scenario s;
         try {
@@ -101,8 +136,9 @@ Advice advise(const Json& scenario_json, const std::string& base_dir) {
         }
         const TrainingStepSpec& c = s.workload.step;
         for (const std::string& v : s.variants) {
-          const std::string key = fmt::format("{}/{}/{}/{}/{}/{}/{}", l.tp, c.microbatch_tokens(), ck, v,
-                                              c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile, c.weights_gathered_in_fp8());
+          const std::string key = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}", l.tp, c.microbatch_tokens(), ck, v,
+                                              c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile, c.weights_gathered_in_fp8(),
+                                              c.sequence_parallel);
           auto it = costs.find(key);
           if (it == costs.end()) it = costs.emplace(key, simulate_layer_costs(s, v)).first;
           const StepVariantRun run = run_step_variant(s, v, it->second);
@@ -139,13 +175,13 @@ std::string format_advice(const Advice& a, const Scenario& base, int top) {
                                 base.workload.step.model.name, base.gpus, base.hardware.name,
                                 base.workload.step.local_batch * base.workload.step.data_parallel(), base.workload.step.seq_len,
                                 a.rows.size(), fitting, a.invalid);
-  out += fmt::format("{:>4}  {:<26} {:<17} {:<10} {:<22} {:>6} {:>4} {:>10} {:>12} {:>6} {:>9}\n", "rank", "mesh", "schedule",
+  out += fmt::format("{:>4}  {:<34} {:<17} {:<10} {:<22} {:>6} {:>4} {:>10} {:>12} {:>6} {:>9}\n", "rank", "mesh", "schedule",
                      "checkpoint", "variant", "batch", "mb", "step_ms", "tokens/s/GPU", "MFU%", "peak_GiB");
   int shown = 0;
   for (const auto& r : a.rows) {
     if (r.oom || shown >= top) break;
     ++shown;
-    out += fmt::format("{:>4}  {:<26} {:<17} {:<10} {:<22} {:>6} {:>4} {:>10.1f} {:>12.0f} {:>6.1f} {:>9.1f}\n", shown, r.mesh, r.schedule,
+    out += fmt::format("{:>4}  {:<34} {:<17} {:<10} {:<22} {:>6} {:>4} {:>10.1f} {:>12.0f} {:>6.1f} {:>9.1f}\n", shown, r.mesh, r.schedule,
                        r.checkpoint, r.variant, r.local_batch, r.microbatches, static_cast<double>(r.step_time) * 1e-9,
                        r.tokens_per_s_per_gpu, 100 * r.mfu, r.peak_memory_bytes / 1073741824.0);
   }

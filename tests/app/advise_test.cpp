@@ -33,3 +33,27 @@ TEST_CASE("advise needs a training step", "[step][advise]") {
       "workload": {"op": "allgather_matmul", "m": 8192, "k": 4096, "n": 4096}})");
   CHECK_THROWS_AS(advise(doc, ""), InputError);
 }
+
+TEST_CASE("advise tries TP with and without sequence parallelism unless the scenario says which", "[step][advise]") {
+  const auto rows_with = [](const std::string& extra) {
+    const Json doc = Json::parse(R"({"hardware": "h100_sxm", "gpus": 16, "dtype": "bf16", "variants": ["baseline"],
+        "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 4096, "local_batch": 2, "mesh": {"fsdp": 2, "tp": 8})" +
+                                 extra + "}}");
+    return advise(doc, "").rows;
+  };
+  int on = 0, off = 0;
+  for (const AdviceRow& r : rows_with("")) {
+    const int tp = r.workload["mesh"]["tp"].get<int>();
+    if (tp == 1) {
+      CHECK_FALSE(r.workload.contains("sequence_parallel"));  // nothing to parallelize without TP
+      continue;
+    }
+    const bool sp = r.workload.at("sequence_parallel").get<bool>();
+    CHECK((r.mesh.find("(no SP)") != std::string::npos) == !sp);
+    ++(sp ? on : off);
+  }
+  CHECK(on > 0);
+  CHECK(off == on);  // every TP mesh both ways
+  // Said in the scenario: kept.
+  for (const AdviceRow& r : rows_with(R"(, "sequence_parallel": true)")) CHECK(r.mesh.find("(no SP)") == std::string::npos);
+}
