@@ -42,6 +42,7 @@ std::string_view host_issue_name(HostIssue h) {
     case HostIssue::compiled: return "compiled";
     case HostIssue::eager: return "eager";
     case HostIssue::cuda_graph: return "cuda_graph";
+    case HostIssue::enqueued: return "enqueued";
   }
   return "?";
 }
@@ -50,6 +51,7 @@ std::optional<HostIssue> parse_host_issue(std::string_view s) {
   if (s == "compiled") return HostIssue::compiled;
   if (s == "eager") return HostIssue::eager;
   if (s == "cuda_graph") return HostIssue::cuda_graph;
+  if (s == "enqueued") return HostIssue::enqueued;
   return std::nullopt;
 }
 

@@ -22,7 +22,7 @@ SoftwareChoices parse_software(const ObjectReader& r) {
   if (r.has("op_issue")) {
     const std::string how = r.string("op_issue");
     const auto issue = parse_host_issue(how);
-    if (!issue) fail_at(r.child_path("op_issue"), fmt::format("unknown op issue \"{}\" (compiled, eager or cuda_graph)", how));
+    if (!issue) fail_at(r.child_path("op_issue"), fmt::format("unknown op issue \"{}\" (compiled, eager, cuda_graph or enqueued)", how));
     sw.op_issue = *issue;
   }
   sw.nccl_nvls = r.optional_bool("nccl_nvls").value_or(true);

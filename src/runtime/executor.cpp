@@ -87,7 +87,7 @@ void Machine::issue_programs() {
 }
 
 Tick Machine::host_cost(const Op& op, HostIssue how) const {
-  if (how == HostIssue::cuda_graph) return 0;
+  if (how == HostIssue::cuda_graph || how == HostIssue::enqueued) return 0;
   const bool launches = runs_on_sms(op) || std::holds_alternative<CopyOp>(op.payload);
   if (how == HostIssue::compiled) return launches ? hw_.launch.host_overhead : 0;
   // Eager: every op goes through Python and the dispatcher; an event record or

@@ -149,3 +149,17 @@ TEST_CASE("A batched GEMM shares the SMs: a batch of GPU-filling products costs 
   CHECK(batched.tiles == 4 * ((512 + batched.tile.m - 1) / batched.tile.m) * ((2048 + batched.tile.n - 1) / batched.tile.n));
   CHECK(single.tiles == ((512 + single.tile.m - 1) / single.tile.m) * ((2048 + single.tile.n - 1) / single.tile.n));
 }
+
+TEST_CASE("A thin GEMM is bound by reading its weight: flat in M up to 128 rows, never under weight bytes over HBM", "[cost][gemm]") {
+  // The decode-time shapes of vllm PR 49363 (models/measurements/vllm_h100_skinny_gemm.json):
+  // cuBLAS runs 1 to 128 rows against a 12288 x 5376 bf16 weight in 46-48 us, the time to
+  // read the 132 MB weight once.
+  const double weight_bytes = 12288.0 * 5376.0 * 2.0;
+  const double floor_us = weight_bytes / h100().memory.hbm_bytes_per_ps * 1e-6;
+  const double t1 = gemm_alone_us(1, 12288, 5376, Dtype::bf16);
+  const double t128 = gemm_alone_us(128, 12288, 5376, Dtype::bf16);
+  INFO("1 row " << t1 << " us, 128 rows " << t128 << " us, weight read " << floor_us << " us");
+  CHECK(t1 >= floor_us);
+  CHECK(t128 < 1.1 * t1);       // 128x the FLOPs, the same bytes
+  CHECK(t128 < 1.25 * floor_us);  // and close to the read itself
+}

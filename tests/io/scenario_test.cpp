@@ -67,7 +67,7 @@ TEST_CASE("Bad scenarios are rejected with the JSON path and the problem", "[io]
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}, "software": {"symm_mem_reduce": "triton"}})"),
              Contains("$.software: unknown key \"symm_mem_reduce\" (did you mean \"symm_mem_reduction\"?)"));
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}, "software": {"op_issue": "graph"}})"),
-             Contains("$.software.op_issue: unknown op issue \"graph\" (compiled, eager or cuda_graph)"));
+             Contains("$.software.op_issue: unknown op issue \"graph\" (compiled, eager, cuda_graph or enqueued)"));
   // Found by fuzzing: a number too large for a double is bad input, not an internal error.
   CHECK_THAT(error_of(R"({"gpus": 66666666e66666666666666666666666666666666})"), Contains("scenario: malformed JSON: number overflow"));
 }

@@ -145,4 +145,11 @@ TEST_CASE("How ops are issued: eager PyTorch makes the host the critical path fo
   CHECK(compiled < eager);
   CHECK(graph < compiled);
   CHECK((graph_m.critical_path.by_kind.count("host") == 0 || graph_m.critical_path.by_kind.at("host") < ticks_from_us(2)));
+  // Enqueued before the GPU got there: no host time at all, but every kernel still pays
+  // a stream launch's device latency, which a graph shortens.
+  const auto [enqueued, enqueued_m] = run(HostIssue::enqueued);
+  INFO("enqueued " << enqueued << " us");
+  CHECK(enqueued_m.critical_path.by_kind.count("host") == 0);
+  CHECK(enqueued < compiled);
+  CHECK(enqueued > graph);
 }

@@ -73,8 +73,10 @@ struct Op {
 
 // How each rank's host thread puts the program's ops on the GPU: from compiled
 // code (every kernel or copy one launch call), op by op from eager PyTorch (Python
-// and the dispatcher per op), or by replaying a captured CUDA graph.
-enum class HostIssue { compiled, eager, cuda_graph };
+// and the dispatcher per op), by replaying a captured CUDA graph, or `enqueued`: every
+// op already queued before the GPU reached it, as in a benchmark that sleeps the GPU
+// before issuing its timed loop.
+enum class HostIssue { compiled, eager, cuda_graph, enqueued };
 std::string_view host_issue_name(HostIssue h);
 std::optional<HostIssue> parse_host_issue(std::string_view s);
 
