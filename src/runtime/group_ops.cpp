@@ -114,10 +114,15 @@ void Machine::run_sendrecv(const std::vector<OpId>& members, const NcclProtocol&
 void Machine::run_fused_round(const std::vector<OpId>& members, const GemmPlan& plan, int grid, int round) {
   const auto& first = std::get<FusedRingGemmOp>(dag_.op(members.front()).payload);
   const std::int64_t waves = (plan.blocks + grid - 1) / grid;
-  Tick compute = 0;
-  for (OpId m : members)
-    compute = std::max(compute, waves * gemm_block_time(plan, hw_, grid, hbm_left(dag_.op(m).rank)));
-  if (round == 0) compute += hw_.gemm.kernel_ramp;
+  // Each resident block computes `waves` tiles this round, drawing from its GPU's HBM
+  // beside whatever else runs there (the round's own transfers included), re-timed as
+  // that changes; the round's compute ends when the slowest member's blocks do.
+  BlockWork work = gemm_block_work(plan, hw_);
+  const auto scale = [waves](Tick t) { return duration_for(static_cast<double>(t) * static_cast<double>(waves), 1.0); };
+  work.fixed = scale(work.fixed);
+  work.compute = scale(work.compute);
+  work.bytes *= static_cast<double>(waves);
+  if (round == 0) work.delay = hw_.gemm.kernel_ramp;
   std::vector<std::pair<std::pair<int, int>, double>> transfers;
   if (round + 1 < first.steps)
     for (OpId m : members) {
@@ -130,7 +135,11 @@ void Machine::run_fused_round(const std::vector<OpId>& members, const GemmPlan& 
     if (round + 1 == steps) return release_all(members);
     sim_.schedule_after(hw_.barrier.latency, [=, this] { run_fused_round(members, plan, grid, round + 1); });
   };
-  sim_.schedule_after(compute, step_done);
+  auto computing = std::make_shared<std::size_t>(members.size());
+  for (OpId m : members)
+    ranks_[static_cast<std::size_t>(dag_.op(m).rank)].sms->stream_resident(grid, work, [computing, step_done] {
+      if (--*computing == 0) step_done();
+    });
   move_all(std::move(transfers), 1.0, step_done);
 }
 

@@ -153,3 +153,30 @@ TEST_CASE("How ops are issued: eager PyTorch makes the host the critical path fo
   CHECK(enqueued < compiled);
   CHECK(enqueued > graph);
 }
+
+TEST_CASE("A persistent fused kernel draws from the same HBM as a kernel beside it: together never more than HBM gives", "[runtime][hbm]") {
+  // A fused ring GEMM on half the SMs (a thin step: one 64-row band of tiles, weight-bound)
+  // and a memory-bound kernel on another stream of the same GPU.
+  const GemmProblem step{64, 8448, 16384, Dtype::bf16};
+  const GemmPlan plan = plan_gemm(step, h100());
+  REQUIRE(plan.blocks < h100().sm.count);  // leaves SMs for the neighbour
+  const auto run = [&](bool neighbour) {
+    Dag dag(2);
+    const int g = dag.new_group();
+    const OpId fused = dag.add(0, 0, "fused", FusedRingGemmOp{step, 2, 1, 1e6, g});
+    dag.add(1, 0, "fused", FusedRingGemmOp{step, 2, 0, 1e6, g});
+    const OpId copy = neighbour ? dag.add(0, 1, "copy", ElementwiseOp{2e9, 2e9}) : fused;
+    const Timeline tl = execute(dag, h100());
+    return std::make_tuple(tl.ops[fused].start, tl.ops[fused].end, tl.ops[copy].start, tl.ops[copy].end);
+  };
+  const auto [alone_start, alone_end, unused_start, unused_end] = run(false);
+  const auto [f_start, f_end, c_start, c_end] = run(true);
+  // Over the time both ran, their bytes fit in what HBM can give.
+  const double fused_bytes = 2 * plan.hbm_bytes;  // two steps
+  const Tick both_start = std::max(f_start, c_start), both_end = std::min(f_end, c_end);
+  REQUIRE(both_end > both_start);
+  const double span = static_cast<double>(std::max(f_end, c_end) - std::min(f_start, c_start));
+  CHECK((fused_bytes + 4e9) / span <= h100().memory.hbm_bytes_per_ps * (1 + 1e-6));
+  // And the fused kernel is slowed by its neighbour, as any GEMM beside it would be.
+  CHECK(f_end - f_start > alone_end - alone_start);
+}

@@ -193,3 +193,21 @@ TEST_CASE("Without sequence parallelism only the all-reduce baseline applies", "
   text.erase(text.find(listed), listed.size());
   CHECK(parse_scenario(Json::parse(text), "").variants == std::vector<std::string>{"baseline"});
 }
+
+TEST_CASE("Faster NVLink never slows a layer: every variant gains or stays", "[layer]") {
+  // Issue 12's anomaly: Llama3 8B forward+backward on 16384 tokens once took longer with
+  // twice the NVLink (ring 7301 -> 8267 us, async_tp_nccl 7042 -> 8722 us).
+  const Scenario s = parse_scenario(
+      Json::parse(layer("transformer_layer", R"("llama3_8b")", 16384, "forward_backward",
+                        R"("baseline", "ring", "async_tp", "async_tp_nccl")")),
+      "");
+  Scenario fast = s;
+  fast.hardware.fabric.nvlink.bytes_per_ps *= 2;
+  const RunResult slow_run = run_scenario(s), fast_run = run_scenario(fast);
+  for (const std::string v : {"baseline", "ring", "async_tp", "async_tp_nccl"}) {
+    INFO(v << ": " << makespan_us(slow_run, v) << " us at 450 GB/s, " << makespan_us(fast_run, v) << " us at 900");
+    CHECK(makespan_us(fast_run, v) <= makespan_us(slow_run, v));
+  }
+  // The exposed collectives of the baseline are link-bound: they must gain.
+  CHECK(makespan_us(fast_run, "baseline") < 0.9 * makespan_us(slow_run, "baseline"));
+}

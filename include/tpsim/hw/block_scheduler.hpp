@@ -52,6 +52,9 @@ class BlockScheduler {
 
   // The HBM left to the SMs changed (link traffic reads and writes it too).
   void set_hbm_capacity(double bytes_per_ps) { hbm_.set_capacity(bytes_per_ps); }
+  // Work of blocks a held kernel already keeps resident (a persistent kernel's rounds):
+  // it streams from the same HBM as every other block, re-timed with them.
+  void stream_resident(int blocks, const BlockWork& work, HbmPool::Done done) { hbm_.add(blocks, work, std::move(done)); }
   int busy_sms() const { return busy_sms_; }
   int sm_count() const { return static_cast<int>(sms_.size()); }
   std::int64_t blocks_dispatched() const { return blocks_dispatched_; }
