@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -35,6 +36,7 @@ Validation validate(const ValidationRequest& req) {
   for (const std::string& f : req.files) {
     auto ms = load_measurements_file(f);
     v.measurements.insert(v.measurements.end(), ms.begin(), ms.end());
+    v.files.insert(v.files.end(), ms.size(), std::filesystem::path(f).filename().string());
   }
   const std::string file = hardware_file_path(req.hardware, "--hardware", "");
   Json start = resolve_hardware_json(file);
@@ -84,6 +86,16 @@ std::vector<SpeedupVerdict> speedup_verdicts(const std::vector<Measurement>& ms,
   return out;
 }
 
+std::map<std::pair<std::string, std::string>, ClassError> errors_by_file(const Validation& v, const std::vector<double>& predicted_us) {
+  std::map<std::pair<std::string, std::string>, ClassError> out;
+  for (std::size_t i = 0; i < v.measurements.size(); ++i) {
+    const double e = std::fabs(error_of(predicted_us[i], v.measurements[i]));
+    ClassError& ce = out[{v.files.at(i), std::string(measurement_class(v.measurements[i].kind))}];
+    ++ce.n, ce.sum += e, ce.worst = std::max(ce.worst, e);
+  }
+  return out;
+}
+
 std::string format_validation(const Validation& v) {
   const bool cv = !v.held_out_us.empty();
   std::string out = fmt::format("{:<52} {:<11} {:>11} {:>11} {:>8}{}\n", "measurement", "class", "measured_us", "predicted", "error",
@@ -113,6 +125,18 @@ std::string format_validation(const Validation& v) {
     out += fmt::format("leave-one-source-out: {} sources, each predicted by a model fitted to the op-level rows of the others; "
                        "scenario rows (whole decomposed ops, layers) are never fitted\n",
                        v.sources.size());
+  const auto by_file = errors_by_file(v, v.predicted_us);
+  if (by_file.size() > 1) {
+    const auto by_file_held_out = cv ? errors_by_file(v, v.held_out_us) : decltype(by_file){};
+    out += fmt::format("\n{:<40} {:<11} {:>4}  {:>22}{}\n", "file", "class", "n", "mean|err| as given",
+                       cv ? fmt::format("  {:>22}", "leave-one-source-out") : "");
+    for (const auto& [key, a] : by_file) {
+      const std::string name = key.first.size() > 40 ? key.first.substr(0, 37) + "..." : key.first;
+      out += fmt::format("{:<40} {:<11} {:>4}  {:>7.1f}% (max {:>5.0f}%)", name, key.second, a.n, 100 * a.mean(), 100 * a.worst);
+      if (cv) out += fmt::format("  {:>7.1f}% (max {:>5.0f}%)", 100 * by_file_held_out.at(key).mean(), 100 * by_file_held_out.at(key).worst);
+      out += "\n";
+    }
+  }
   const auto verdicts = speedup_verdicts(v.measurements, v.predicted_us);
   if (verdicts.empty()) return out;
   out += fmt::format("\n{:<52} {:<14} {:>9} {:>9}  {}\n", "speedup over the baseline", "variant", "measured", "predicted", "verdict");
@@ -131,7 +155,7 @@ Json validation_json(const Validation& v) {
   Json rows = Json::array();
   for (std::size_t i = 0; i < v.measurements.size(); ++i) {
     const Measurement& m = v.measurements[i];
-    Json row{{"name", m.name}, {"class", std::string(measurement_class(m.kind))}, {"source", m.source},
+    Json row{{"name", m.name}, {"class", std::string(measurement_class(m.kind))}, {"file", v.files.at(i)}, {"source", m.source},
              {"measured_us", m.time_us}, {"predicted_us", to_ns(v.predicted_us[i])}};
     if (!v.held_out_us.empty()) row["held_out_us"] = to_ns(v.held_out_us[i]);
     rows.push_back(row);

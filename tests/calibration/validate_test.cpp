@@ -2,6 +2,7 @@
 // predicted, never fitted.
 #include "support/catch.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -141,4 +142,26 @@ TEST_CASE("validate says whether each variant's win or loss against its baseline
   const Validation w = validate(req);
   CHECK(speedup_verdicts(w.measurements, w.predicted_us).empty());
   CHECK(format_validation(w).find("verdicts") == std::string::npos);
+}
+
+TEST_CASE("validate sums up per file and class when several files are checked", "[calibration][validate]") {
+  const MeasurementFile gemms("files_a", {kGemmA, kGemmB});
+  const MeasurementFile scenarios("files_b", {row("baseline", "allgather_matmul", 400, "s"), row("async_tp", "allgather_matmul", 250, "s")});
+  ValidationRequest req;
+  req.files = {gemms.path, scenarios.path};
+  req.hardware = "h100_sxm";
+  const Validation v = validate(req);
+  REQUIRE(v.files.size() == 4);
+  CHECK(v.files[0] == "m.json");
+  const auto by_file = errors_by_file(v, v.predicted_us);
+  // Both files are named m.json in their own directories: one key per file name and class.
+  REQUIRE(by_file.size() == 2);
+  CHECK(by_file.at({"m.json", "gemm"}).n == 2);
+  CHECK(by_file.at({"m.json", "scenario"}).n == 2);
+  // The per-file means are the per-row errors averaged: nothing lost, nothing counted twice.
+  double sum = 0;
+  for (std::size_t i = 0; i < 2; ++i) sum += std::fabs(v.predicted_us[i] / v.measurements[i].time_us - 1);
+  CHECK(by_file.at({"m.json", "gemm"}).mean() == Approx(sum / 2));
+  CHECK(format_validation(v).find("file ") != std::string::npos);
+  CHECK(validation_json(v)["rows"][3]["file"] == "m.json");
 }

@@ -3,7 +3,9 @@
 // fitted to. Whole decomposed ops, layers and steps (scenario rows) are only ever
 // predicted; with cross-validation every source is held out in turn: the op-level
 // rows of every other source are fitted, and the held-out source's rows predicted.
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tpsim/calibration/fit.hpp"
@@ -20,6 +22,7 @@ struct ValidationRequest {
 
 struct Validation {
   std::vector<Measurement> measurements;
+  std::vector<std::string> files;    // per measurement: the file it came from (its name, without the directory)
   std::vector<double> predicted_us;  // by the model as given
   std::vector<double> held_out_us;   // cross-validated (empty without it)
   std::vector<std::string> sources;  // the sources held out in turn
@@ -43,7 +46,12 @@ struct SpeedupVerdict {
 };
 std::vector<SpeedupVerdict> speedup_verdicts(const std::vector<Measurement>& ms, const std::vector<double>& predicted_us);
 
-// One row per measurement, then mean and max |error| per op class, then the speedup verdicts.
+// Mean and max |error| per file and op class (the file's name, then the class): where a
+// model's error comes from when several sources are checked at once.
+std::map<std::pair<std::string, std::string>, ClassError> errors_by_file(const Validation& v, const std::vector<double>& predicted_us);
+
+// One row per measurement, then mean and max |error| per op class and per file and class,
+// then the speedup verdicts.
 std::string format_validation(const Validation& v);
 Json validation_json(const Validation& v);
 
