@@ -95,34 +95,43 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
   const LtTypes t = lt_types(p.dtype);
   const auto m = static_cast<std::uint64_t>(p.m), n = static_cast<std::uint64_t>(p.n), k = static_cast<std::uint64_t>(p.k);
   LtGemm g;
-  TPSIM_GPU_CHECK(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = t.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TPSIM_GPU_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  // Column-major: A is m x k (stored k x m when transposed), B is k x n, C = D is m x n.
-  TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.a, t.ab, t.transpose_a ? k : m, t.transpose_a ? m : k,
-                                             static_cast<int64_t>(t.transpose_a ? k : m)));
-  TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.b, t.ab, k, n, static_cast<int64_t>(k)));
-  TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.c, t.cd, m, n, static_cast<int64_t>(m)));
-  if (p.batch > 1) {  // strided batch: the products lie one after another, each operand packed
-    const auto count = static_cast<std::int32_t>(p.batch);
-    const std::pair<cublasLtMatrixLayout_t, std::int64_t> layouts[] = {
-        {g.a, static_cast<std::int64_t>(m * k)}, {g.b, static_cast<std::int64_t>(k * n)}, {g.c, static_cast<std::int64_t>(m * n)}};
-    for (auto [layout, stride] : layouts) {
-      TPSIM_GPU_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-      TPSIM_GPU_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
-    }
-  }
   cublasLtMatmulPreference_t pref = nullptr;
-  TPSIM_GPU_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const std::size_t ws = kWorkspaceBytes;
-  TPSIM_GPU_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  TPSIM_GPU_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, g.desc, g.a, g.b, g.c, g.c, pref, 1, &result, &found));
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (found == 0)
-    throw GpuError(fmt::format("cuBLASLt has no algorithm for {}x{}x{} {}", p.m, p.n, p.k, dtype_name(p.dtype)));
-  g.algo = result.algo;
+  try {
+    TPSIM_GPU_CHECK(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = t.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    TPSIM_GPU_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    // Column-major: A is m x k (stored k x m when transposed), B is k x n, C = D is m x n.
+    TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.a, t.ab, t.transpose_a ? k : m, t.transpose_a ? m : k,
+                                               static_cast<int64_t>(t.transpose_a ? k : m)));
+    TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.b, t.ab, k, n, static_cast<int64_t>(k)));
+    TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.c, t.cd, m, n, static_cast<int64_t>(m)));
+    if (p.batch > 1) {  // strided batch: the products lie one after another, each operand packed
+      const auto count = static_cast<std::int32_t>(p.batch);
+      const std::pair<cublasLtMatrixLayout_t, std::int64_t> layouts[] = {
+          {g.a, static_cast<std::int64_t>(m * k)}, {g.b, static_cast<std::int64_t>(k * n)}, {g.c, static_cast<std::int64_t>(m * n)}};
+      for (auto [layout, stride] : layouts) {
+        TPSIM_GPU_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+        TPSIM_GPU_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+      }
+    }
+    TPSIM_GPU_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const std::size_t ws = kWorkspaceBytes;
+    TPSIM_GPU_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    TPSIM_GPU_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, g.desc, g.a, g.b, g.c, g.c, pref, 1, &result, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    pref = nullptr;
+    if (found == 0)
+      throw GpuError(fmt::format("cuBLASLt has no algorithm for {}x{}x{} {}", p.m, p.n, p.k, dtype_name(p.dtype)));
+    g.algo = result.algo;
+  } catch (...) {
+    // Whatever was created before the failure is released: a caller that goes on
+    // (microbench's next shape) leaks nothing.
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    destroy_gemm(g);
+    throw;
+  }
   const auto batch = static_cast<std::uint64_t>(p.batch);
   g.a_bytes = batch * m * k * type_bytes(t.ab);
   g.b_bytes = batch * k * n * type_bytes(t.ab);
@@ -131,10 +140,9 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
 }
 
 void destroy_gemm(LtGemm& g) {
-  cublasLtMatrixLayoutDestroy(g.a);
-  cublasLtMatrixLayoutDestroy(g.b);
-  cublasLtMatrixLayoutDestroy(g.c);
-  cublasLtMatmulDescDestroy(g.desc);
+  for (cublasLtMatrixLayout_t layout : {g.a, g.b, g.c})
+    if (layout) cublasLtMatrixLayoutDestroy(layout);
+  if (g.desc) cublasLtMatmulDescDestroy(g.desc);
   g = LtGemm{};
 }
 
