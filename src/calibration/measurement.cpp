@@ -8,6 +8,7 @@
 #include "tpsim/calibration/kineto_import.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/result_import.hpp"
+#include "tpsim/cost/reduction_cost.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/io/workload_kinds.hpp"
@@ -22,7 +23,7 @@ struct KindInfo {
   std::string_view cls;
 };
 
-constexpr std::array<KindInfo, 11> kKinds = {{
+constexpr std::array<KindInfo, 12> kKinds = {{
     {MeasurementKind::gemm, "gemm", "gemm"},
     {MeasurementKind::peer_copy, "peer_copy", "copy"},
     {MeasurementKind::local_copy, "local_copy", "copy"},
@@ -33,6 +34,7 @@ constexpr std::array<KindInfo, 11> kKinds = {{
     {MeasurementKind::gemm_with_peer_copy, "gemm_with_peer_copy", "interference"},
     {MeasurementKind::gemm_with_collective, "gemm_with_collective", "interference"},
     {MeasurementKind::gemm_pair, "gemm_pair", "interference"},
+    {MeasurementKind::reduction, "reduction", "reduction"},
     {MeasurementKind::scenario, "scenario", "scenario"},
 }};
 
@@ -49,7 +51,7 @@ bool has_gemm(MeasurementKind k) {
 bool has_bytes(MeasurementKind k) {
   return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
          k == MeasurementKind::reduce_scatter || k == MeasurementKind::gemm_with_peer_copy ||
-         k == MeasurementKind::gemm_with_collective;
+         k == MeasurementKind::gemm_with_collective || k == MeasurementKind::reduction;
 }
 bool has_gpus(MeasurementKind k) {
   return k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter || k == MeasurementKind::barrier ||
@@ -75,8 +77,9 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
-      k == MeasurementKind::reduce_scatter)
+      k == MeasurementKind::reduce_scatter || k == MeasurementKind::reduction)
     keys.push_back("gbps");
+  if (k == MeasurementKind::reduction) keys.insert(keys.end(), {"partials", "reduction"});
   if (k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter) keys.push_back("busbw_gbps");
   if (has_gpus(k)) keys.insert(keys.end(), {"gpus", "groups"});
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
@@ -125,7 +128,10 @@ double measured_time_us(const ObjectReader& r, const Measurement& m) {
   double us = 0;
   if (r.has("time_us")) ++given, us = r.positive_number("time_us");
   if (r.has("tflops")) ++given, us = m.gemm.flops() / (r.positive_number("tflops") * 1e12) * 1e6;
-  if (r.has("gbps")) ++given, us = m.bytes / (r.positive_number("gbps") * 1e9) * 1e6;
+  // A reduction's GB/s are of its DRAM traffic (every partial read, the sum written), as
+  // pytorch/pytorch PR 191803 reports them.
+  const double moved = m.kind == MeasurementKind::reduction ? (m.partials + 1) * m.bytes : m.bytes;
+  if (r.has("gbps")) ++given, us = moved / (r.positive_number("gbps") * 1e9) * 1e6;
   if (r.has("busbw_gbps"))
     ++given, us = m.bytes * (m.gpus - 1) / m.gpus / (r.positive_number("busbw_gbps") * 1e9) * 1e6;
   if (given != 1) {
@@ -158,6 +164,8 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::gemm_with_collective:
       return fmt::format("gemm {} + {} {:.0f} B x{}{}", shape, collective_kind_name(m.collective), m.bytes, m.gpus, at_once);
     case MeasurementKind::gemm_pair: return fmt::format("gemm {} x2 on two streams", shape);
+    case MeasurementKind::reduction:
+      return fmt::format("reduction {} of {} x {:.0f} B", reduction_kernel_name(m.reduction), m.partials, m.bytes);
     case MeasurementKind::scenario:
       if (!m.op.empty()) return fmt::format("{} {} rank{}:{}", m.scenario->name, m.scenario->variants.front(), m.op_rank, m.op);
       return fmt::format("{} {}", m.scenario->name, m.scenario->variants.front());
@@ -168,7 +176,8 @@ std::string default_name(const Measurement& m) {
 Measurement parse_one(const Json& j, const std::string& path, const std::string& hardware, const std::string& origin,
                       const std::string& base_dir) {
   const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "kernel", "tflops", "batch",
-                                     "bytes", "gbps", "busbw_gbps", "gpus", "groups", "collective", "scenario", "variant", "op", "rank"});
+                                     "bytes", "gbps", "busbw_gbps", "gpus", "groups", "collective", "scenario", "variant", "op", "rank",
+                                     "partials", "reduction"});
   Measurement m;
   m.kind = parse_kind(probe);
   const ObjectReader r(j, path, allowed_keys(m.kind));  // keys the kind does not use are errors
@@ -196,6 +205,15 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     }
   } else if (m.kind == MeasurementKind::gemm_with_peer_copy) {
     m.gpus = 2;
+  }
+  if (m.kind == MeasurementKind::reduction) {
+    const std::int64_t n = r.positive_int("partials");
+    if (n < 2 || n > kMaxGpus) fail_at(r.child_path("partials"), fmt::format("must be between 2 and {}", kMaxGpus));
+    m.partials = static_cast<int>(n);
+    const std::string how = r.string("reduction");
+    const auto kernel = parse_reduction_kernel(how);
+    if (!kernel) fail_at(r.child_path("reduction"), fmt::format("unknown reduction kernel \"{}\" (aten_sum or triton)", how));
+    m.reduction = *kernel;
   }
   if (m.kind == MeasurementKind::gemm_with_collective) {
     const std::string c = r.string("collective");
@@ -277,6 +295,10 @@ Json measurement_json(const Measurement& m) {
   if (has_gpus(m.kind)) j["gpus"] = m.gpus;
   if (m.groups > 1) j["groups"] = m.groups;
   if (m.kind == MeasurementKind::gemm_with_collective) j["collective"] = std::string(collective_kind_name(m.collective));
+  if (m.kind == MeasurementKind::reduction) {
+    j["partials"] = m.partials;
+    j["reduction"] = std::string(reduction_kernel_name(m.reduction));
+  }
   j["time_us"] = m.time_us;
   if (m.weight != 1) j["weight"] = m.weight;
   if (!m.source.empty()) j["source"] = m.source;

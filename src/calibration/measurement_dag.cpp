@@ -112,6 +112,11 @@ MeasurementDag measurement_dag(const Measurement& m) {
       md.beside.push_back(md.dag.add(0, 1, "gemm.beside", GemmOp{m.gemm}));
       return md;
     }
+    case MeasurementKind::reduction: {
+      MeasurementDag md{Dag(1)};
+      md.target = md.dag.add(0, 0, "reduction", ReduceOp{m.partials, m.bytes, m.reduction});
+      return md;
+    }
     case MeasurementKind::scenario: break;
   }
   throw std::logic_error("measurement_dag: a scenario measurement has the scenario's DAG");

@@ -296,3 +296,33 @@ TEST_CASE("A --params pattern that selects no parameter is an error, not an empt
   CHECK_THROWS_WITH(fit_hardware(hw, ms, load_calibration_parameters(default_calibration_parameters_file()), options),
                     "--params: \"tiels\" is in no fittable parameter's pointer");
 }
+
+TEST_CASE("Reduction rows calibrate the reduction kernel's per-SM rate, and only it", "[calibration]") {
+  // torch.sum over 8 stacked partials, as async TP's matmul -> reduce-scatter ends, made on a
+  // machine whose ATen reduce runs at 14 GB/s per SM instead of the shipped 17.8 (132 SMs at
+  // 14 stay below HBM: above about 22 HBM binds and the rate no longer shows in the time).
+  Json truth = h100_json();
+  truth["/reduction/aten_sum/sm_bandwidth/value"_json_pointer] = 14.0;
+  const HardwareSpec truth_hw = parse_hardware(truth, "truth");
+  std::vector<Measurement> ms;
+  for (double mib : {8.0, 64.0, 256.0}) {
+    Measurement m;
+    m.kind = MeasurementKind::reduction;
+    m.partials = 8;
+    m.bytes = mib * 1048576;
+    m.reduction = ReductionKernel::aten_sum;
+    m.name = fmt::format("reduction {} MiB", mib);
+    m.time_us = predict_us(m, truth_hw);
+    ms.push_back(m);
+  }
+  // A slower rate per SM is a longer reduction: the rows see the parameter.
+  CHECK(ms[2].time_us > predict_us(ms[2], test::h100()));
+  Json start = h100_json();
+  FitOptions options;
+  options.max_evaluations = 200;
+  const FitReport report = fit_hardware(start, ms, load_calibration_parameters(default_calibration_parameters_file()), options);
+  INFO(format_fit_report(report, ms));
+  CHECK(value_at(start, "/reduction/aten_sum/sm_bandwidth") == Approx(14.0).epsilon(0.03));
+  for (const auto& c : report.parameters)
+    if (c.parameter.pointer.starts_with("/gemm") || c.parameter.pointer == "/reduction/triton/sm_bandwidth") CHECK_FALSE(c.fitted);
+}

@@ -310,3 +310,38 @@ TEST_CASE("Groups of a collective row are bounded by the GPUs a row may name", "
   CHECK(error_of(R"([{"kind": "peer_copy", "groups": 2, "bytes": 1e6, "time_us": 10}])").starts_with(
       R"($.measurements[0]: unknown key "groups")"));
 }
+
+TEST_CASE("A reduction row names its partials, bytes and kernel, and its GB/s count every partial read and the sum written", "[measurement]") {
+  const auto ms = parse(R"([{"kind": "reduction", "partials": 8, "bytes": 1e9, "reduction": "aten_sum", "gbps": 900},
+                            {"kind": "reduction", "partials": 4, "bytes": 1e6, "reduction": "triton", "time_us": 5}])");
+  REQUIRE(ms.size() == 2);
+  CHECK(ms[0].partials == 8);
+  CHECK(ms[0].reduction == ReductionKernel::aten_sum);
+  CHECK(ms[0].time_us == Approx(9e9 / 900e9 * 1e6));  // 8 partials read and 1 sum written
+  CHECK(ms[1].reduction == ReductionKernel::triton);
+  CHECK(ms[0].name == "reduction aten_sum of 8 x 1000000000 B");
+  // It round-trips through a measurement file.
+  const Json j = measurement_json(ms[0]);
+  CHECK(j["partials"] == 8);
+  CHECK(j["reduction"] == "aten_sum");
+  const auto error = [](const std::string& row) {
+    try {
+      parse("[" + row + "]");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(error(R"({"kind": "reduction", "partials": 1, "bytes": 1e6, "reduction": "aten_sum", "time_us": 5})"),
+             Catch::Matchers::Contains("$.measurements[0].partials: must be between 2 and 64"));
+  CHECK_THAT(error(R"({"kind": "reduction", "partials": 8, "bytes": 1e6, "reduction": "sum", "time_us": 5})"),
+             Catch::Matchers::Contains("$.measurements[0].reduction: unknown reduction kernel \"sum\" (aten_sum or triton)"));
+  CHECK_THAT(error(R"({"kind": "reduction", "partials": 8, "bytes": 1e6, "time_us": 5})"), Catch::Matchers::Contains("$.measurements[0]"));
+  CHECK_THAT(error(R"({"kind": "reduction", "partials": 8, "bytes": 1e6, "reduction": "triton", "time_us": 5, "m": 4})"),
+             Catch::Matchers::Contains("unknown key \"m\""));
+  // Simulated: a one-GPU reduction whose time grows with the bytes it reads.
+  const Measurement& big = ms[0];
+  Measurement half = big;
+  half.bytes /= 2;
+  CHECK(predict_us(half, test::h100()) < predict_us(big, test::h100()));
+}

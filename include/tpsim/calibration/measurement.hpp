@@ -28,6 +28,8 @@ enum class MeasurementKind {
   gemm_with_collective,  // `gpus` GPUs: each runs the GEMM while a collective runs; GEMM time
   gemm_pair,             // one GPU: the GEMM on two streams at once (async TP's alternating
                          // streams): from the first start to the last end
+  reduction,             // one GPU: `partials` stacked partials of `bytes` each summed into one
+                         // (the end of async TP's matmul -> reduce-scatter): kernel time
   scenario,              // a whole scenario variant: makespan, or one named op's time in it
 };
 
@@ -52,6 +54,8 @@ struct Measurement {
   double weight = 1;   // in the fit's sum of squared log errors
   std::string hardware;  // the hardware its file says it was measured on ("" when it does not say)
   std::string kernel;    // GEMM kinds: the vendor kernel that ran (microbench: cuBLASLt's pick), for the record
+  int partials = 0;      // reduction: how many stacked partials are summed
+  ReductionKernel reduction = ReductionKernel::aten_sum;  // reduction: which kernel sums them
 };
 
 // Every GEMM row's dtype must be one `hw` computes in (as `run` requires of a scenario).
