@@ -6,16 +6,18 @@
 namespace tpsim {
 
 double attention_flops(const AttentionProblem& a) {
-  const double fwd = 4.0 * static_cast<double>(a.tokens) * static_cast<double>(a.seq_len) * static_cast<double>(a.head_dim) *
-                     static_cast<double>(a.heads) * (a.causal ? 0.5 : 1.0);
+  // Q K^T over head_dim, then P V over the value width.
+  const double fwd = 2.0 * static_cast<double>(a.tokens) * static_cast<double>(a.seq_len) *
+                     static_cast<double>(a.head_dim + a.v_dim()) * static_cast<double>(a.heads) * (a.causal ? 0.5 : 1.0);
   return a.backward ? 2.5 * fwd : fwd;
 }
 
 double attention_bytes(const AttentionProblem& a) {
-  const double per_token = static_cast<double>(a.head_dim) * dtype_bytes(a.dtype);
-  const double q = static_cast<double>(a.tokens) * a.heads * per_token, kv = static_cast<double>(a.tokens) * a.kv_heads * per_token;
+  const double e = dtype_bytes(a.dtype), tokens = static_cast<double>(a.tokens);
+  const double qk = static_cast<double>(a.head_dim) * e, v = static_cast<double>(a.v_dim()) * e;
+  const double q = tokens * a.heads * qk, k = tokens * a.kv_heads * qk, vv = tokens * a.kv_heads * v, o = tokens * a.heads * v;
   // forward: read Q, K, V, write O. backward: read Q, K, V, O, dO; write dQ, dK, dV.
-  return a.backward ? 4 * q + 4 * kv : 2 * q + 2 * kv;
+  return a.backward ? 2 * q + 2 * k + 2 * vv + 2 * o : q + k + vv + o;
 }
 
 AttentionPlan plan_attention(const AttentionProblem& a, const HardwareSpec& hw) {

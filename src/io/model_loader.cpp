@@ -15,8 +15,9 @@ namespace tpsim {
 //    (intermediate_size 8192 per expert, intermediate_size_mlp 16384 for dense layers,
 //    num_local_experts, interleave_moe_layer_step 1 and 2, one shared expert per MoE layer).
 //  - DeepSeek-V3 "like": its config.json (first_k_dense_replace 3, 256 routed experts of 2048,
-//    top 8, one shared) with multi-head attention of the same 128 heads x 128 standing in for
-//    MLA, which tpsim does not model (MLA's low-rank projections have fewer weights).
+//    top 8, one shared; MLA: 128 heads, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim
+//    128 + qk_rope_head_dim 64, v_head_dim 128). "Like": no multi-token-prediction module, no
+//    node-limited routing or DualPipe in the model itself (scenarios choose the routing).
 const std::vector<ModelShape>& known_models() {
   static const std::vector<ModelShape> models = {
       {"llama3_8b", 4096, 14336, 32, 8, 128, 32, 128256, true, {}},
@@ -25,7 +26,7 @@ const std::vector<ModelShape>& known_models() {
       {"mixtral_8x7b", 4096, 14336, 32, 8, 128, 32, 32000, true, {8, 2, 14336, 0, 1, 0}},
       {"llama4_scout", 5120, 16384, 40, 8, 128, 48, 202048, true, {16, 1, 8192, 1, 1, 0}},
       {"llama4_maverick", 5120, 16384, 40, 8, 128, 48, 202048, true, {128, 1, 8192, 1, 2, 0}},
-      {"deepseek_v3_like", 7168, 18432, 128, 128, 128, 61, 129280, true, {256, 8, 2048, 1, 1, 3}},
+      {"deepseek_v3_like", 7168, 18432, 128, 128, 192, 61, 129280, true, {256, 8, 2048, 1, 1, 3}, {1536, 512, 64, 128}},
   };
   return models;
 }
@@ -54,6 +55,23 @@ MoeShape parse_moe(const ObjectReader& o, const ModelShape& shape) {
   return moe;
 }
 
+// MLA's four dimensions come together or not at all; its keys and values have every head.
+MlaShape parse_mla(const ObjectReader& o, const ModelShape& shape) {
+  static const char* const kKeys[] = {"q_lora_rank", "kv_lora_rank", "rope_head_dim", "v_head_dim"};
+  int given = 0;
+  for (const char* k : kKeys) given += o.has(k) ? 1 : 0;
+  if (given == 0) return {};
+  for (const char* k : kKeys)
+    if (!o.has(k)) fail_at(o.child_path(k), "missing: multi-head latent attention needs q_lora_rank, kv_lora_rank, rope_head_dim and v_head_dim");
+  MlaShape mla{bounded_dimension(o, "q_lora_rank"), bounded_dimension(o, "kv_lora_rank"), bounded_dimension(o, "rope_head_dim"),
+               bounded_dimension(o, "v_head_dim")};
+  if (mla.rope_head_dim >= shape.head_dim)
+    fail_at(o.child_path("rope_head_dim"), fmt::format("{} rotary dims leave none of head_dim {} for the rest", mla.rope_head_dim, shape.head_dim));
+  if (shape.kv_heads != shape.heads)
+    fail_at(o.child_path("kv_heads"), "with multi-head latent attention every head has its own key and value: kv_heads must equal heads");
+  return mla;
+}
+
 }  // namespace
 
 ModelShape parse_model(const ObjectReader& w, bool whole_model) {
@@ -76,7 +94,8 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
                             whole_model ? ", layers, vocab" : "");
     fail_at(path, msg);
   }
-  std::vector<std::string> keys = {"hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "ffn_activation"};
+  std::vector<std::string> keys = {"hidden",   "ffn_hidden",   "heads",         "kv_heads",  "head_dim", "ffn_activation",
+                                   "q_lora_rank", "kv_lora_rank", "rope_head_dim", "v_head_dim"};
   if (whole_model)
     keys.insert(keys.end(), {"layers", "vocab", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "moe_every", "first_dense_layers"});
   const ObjectReader o(m, path, keys);
@@ -88,6 +107,7 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
       fail_at(o.child_path("ffn_activation"), fmt::format("unknown FFN activation \"{}\" (swiglu or gelu)", act));
     shape.gated_ffn = act == "swiglu";
   }
+  shape.mla = parse_mla(o, shape);
   if (whole_model) {
     shape.layers = bounded_dimension(o, "layers");
     if (shape.layers > kMaxLayers) fail_at(o.child_path("layers"), fmt::format("{} layers is more than the limit {}", shape.layers, kMaxLayers));

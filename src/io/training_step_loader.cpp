@@ -310,11 +310,19 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   // Context parallelism's attention loop is built of flash-attention blocks.
   if (t.attention.impl == AttentionImpl::unfused && t.mesh.size(MeshDim::cp) > 1)
     fail_at(w.child_path("attention"), "\"unfused\" is not modelled with context parallelism (cp > 1): its blocks are flash attention");
+  // MLA's keys and values come from a latent: ring or gathered K/V blocks and the unfused
+  // kernels are built for ordinary attention.
+  if (t.model.is_mla() && t.mesh.size(MeshDim::cp) > 1)
+    fail_at(w.child_path("mesh.cp"), "multi-head latent attention is not modelled with context parallelism (cp > 1)");
+  if (t.model.is_mla() && t.attention.impl == AttentionImpl::unfused)
+    fail_at(w.child_path("attention"), "\"unfused\" is not modelled for multi-head latent attention");
   // torchtitan's per-op policy is modelled on its dense Llama layer with fused attention.
-  if (t.checkpoint == Checkpointing::selective_op && (t.model.is_moe() || t.attention.impl == AttentionImpl::unfused))
+  if (t.checkpoint == Checkpointing::selective_op && (t.model.is_moe() || t.model.is_mla() || t.attention.impl == AttentionImpl::unfused))
     fail_at(w.child_path("activation_checkpoint"),
             fmt::format("\"selective_op\" is modelled for dense layers with fused attention only ({})",
-                        t.model.is_moe() ? "this model has experts" : "attention is \"unfused\""));
+                        t.model.is_moe()   ? "this model has experts"
+                        : t.model.is_mla() ? "this model has multi-head latent attention"
+                                           : "attention is \"unfused\""));
   t.cp_method = parse_choice(w, "cp_method", CpMethod::allgather, {{"allgather", CpMethod::allgather}, {"ring", CpMethod::ring}});
   t.cp_method_ignored = w.has("cp_method") && t.mesh.size(MeshDim::cp) == 1;
   if (w.has("moe_dispatch_chunks")) {

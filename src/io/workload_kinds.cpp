@@ -66,6 +66,8 @@ Workload parse_layers(const ObjectReader& w, int gpus) {
   wl.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
   wl.tp_saves_gathered_input = parse_tp_weight_grad_input(w);
   wl.attention = parse_attention_choice(w);  // ffn's table keys leave these out: flash, unused
+  if (wl.model.is_mla() && wl.attention.impl == AttentionImpl::unfused)
+    fail_at(w.child_path("attention"), "\"unfused\" is not modelled for multi-head latent attention");
   const std::int64_t layers = w.positive_int_or("layers", 1);
   if (layers > kMaxLayers) fail_at(w.child_path("layers"), fmt::format("{} layers is more than the limit {}", layers, kMaxLayers));
   wl.layers = static_cast<int>(layers);

@@ -45,7 +45,12 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
   const double norm_out = t.tp_saves_gathered_input ? h * tp : hs;
   double per_token = 0;  // elements on one TP rank, times tp
   const bool unfused = t.attention.impl == AttentionImpl::unfused;
-  const double everything = 2 * hs + 2 * norm_out + q + 2 * kv + q + ffn_kept + ffn_recomputed;
+  // Q, K, V and the attention output; MLA's K and V are every head's, its V and output
+  // v_head_dim wide, and its latents (replicated over TP) are kept for the up projections.
+  const double attention = m.is_mla() ? q + static_cast<double>(m.heads * (m.head_dim + m.v_head_dim())) +
+                                            static_cast<double>(m.o_width()) + static_cast<double>(m.mla_latent_width()) * tp
+                                      : q + 2 * kv + q;
+  const double everything = 2 * hs + 2 * norm_out + attention + ffn_kept + ffn_recomputed;
   switch (mode) {
     case Checkpointing::none: per_token = everything; break;
     // Unfused attention: Megatron-LM's selective recomputation drops the attention core's

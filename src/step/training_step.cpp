@@ -13,7 +13,9 @@ double model_flops_per_token(const TrainingStepSpec& t) {
   const auto& m = t.model;
   double weights = m.embedding_params();  // the output projection (the embedding is a lookup)
   for (std::int64_t l = 0; l < m.layers; ++l) weights += m.active_layer_params(l);
-  const double attention = static_cast<double>(m.layers) * 6.0 * static_cast<double>(t.seq_len) * static_cast<double>(m.q_width());
+  // Causal attention forward and backward: 3 x seq x heads x (Q K^T width + P V width) per token.
+  const double attention = static_cast<double>(m.layers) * 3.0 * static_cast<double>(t.seq_len) * static_cast<double>(m.heads) *
+                           static_cast<double>(m.head_dim + m.v_head_dim());
   return 6.0 * weights + attention;
 }
 

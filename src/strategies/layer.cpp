@@ -24,6 +24,7 @@ namespace {
 struct LayerShape {
   std::int64_t t, tr, h, f, hq, hkv, hd, s;  // tokens, per rank, hidden, ffn/G, q heads/G, kv heads/G, head dim, seq
   double e;
+  std::int64_t hv;  // value (and attention output) width per head
 };
 
 class LayerBuilder {
@@ -34,11 +35,14 @@ class LayerBuilder {
     const auto g = static_cast<std::int64_t>(ranks_.size());
     // Between regions a rank holds 1/G of the tokens with sequence parallelism, all without.
     sh_ = {w.tokens, w.sequence_parallel ? w.tokens / g : w.tokens, w.model.hidden, w.model.ffn_hidden / g, w.model.heads / g,
-           std::max<std::int64_t>(1, w.model.kv_heads / g), w.model.head_dim, w.seq_len, double(dtype_bytes(sc.dtype))};
+           std::max<std::int64_t>(1, w.model.kv_heads / g), w.model.head_dim, w.seq_len, double(dtype_bytes(sc.dtype)),
+           w.model.v_head_dim()};
     gated_ = w.model.gated_ffn;
+    mla_ = w.model.mla;
   }
 
   void attention_forward() {
+    if (mla_.kv_lora_rank > 0) return mla_attention_forward();
     const auto& x = sh_;
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
     norm("attention.norm", x.tr * x.h);
@@ -80,6 +84,7 @@ class LayerBuilder {
   }
 
   void attention_backward() {
+    if (mla_.kv_lora_rank > 0) return mla_attention_backward();
     const auto& x = sh_;
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
     gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}}, Weights::first_gemm);
@@ -92,6 +97,53 @@ class LayerBuilder {
   }
 
  private:
+  // Multi-head latent attention, as DeepSeek-V3's inference/model.py lays it out under TP:
+  // the down projections (wq_a, wkv_a) replicated on every rank's gathered input, their
+  // latents normalized, the up projections (wq_b, wkv_b) split by heads, wo row-parallel.
+  // Every GEMM that reads the gathered input or a latent runs row by row, so the region's
+  // decomposition still applies to it.
+  void mla_attention_forward() {
+    const auto& x = sh_;
+    const std::int64_t ql = mla_.q_lora_rank, kvl = mla_.kv_lora_rank, kva = kvl + mla_.rope_head_dim;
+    const std::int64_t q = x.hq * x.hd, kv_up = x.hq * (x.hd - mla_.rope_head_dim + x.hv), o = x.hq * x.hv;
+    norm("attention.norm", x.tr * x.h);
+    gather("attention.qkv", x.tr * x.h,
+           {{{x.t, ql, x.h}, {x.tr, ql, x.h}}, {{x.t, q, ql}, {x.tr, q, ql}}, {{x.t, kva, x.h}, {x.tr, kva, x.h}},
+            {{x.t, kv_up, kvl}, {x.tr, kv_up, kvl}}});
+    local("attention.latent_norms", x.t * (ql + kvl), x.t * (ql + kvl));
+    rope(false);
+    attention(false);
+    scatter("attention.out", x.tr * x.h, {{{x.t, x.h, o}, {x.tr, x.h, o}}});
+    residual("attention.residual", x.tr * x.h);
+  }
+  void mla_attention_backward() {
+    const auto& x = sh_;
+    const std::int64_t ql = mla_.q_lora_rank, kvl = mla_.kv_lora_rank, kva = kvl + mla_.rope_head_dim;
+    const std::int64_t q = x.hq * x.hd, kv_up = x.hq * (x.hd - mla_.rope_head_dim + x.hv), o = x.hq * x.hv;
+    gather("attention.out.backward", x.tr * x.h, {{{x.t, o, x.h}, {x.tr, o, x.h}}, {{o, x.h, x.t}, {o, x.h, x.tr}}}, Weights::first_gemm);
+    attention(true);
+    rope(true);
+    local("attention.latent_norms.backward", 2 * x.t * (ql + kvl), x.t * (ql + kvl));
+    // Input gradients: through the up projections to this rank's share of the latents'
+    // gradients, then through the replicated down projections; the partial sums are
+    // reduce-scattered like any row-parallel output.
+    scatter("attention.qkv.backward_input", x.tr * x.h,
+            {{{x.t, ql, q}, {x.tr, ql, q}}, {{x.t, kvl, kv_up}, {x.tr, kvl, kv_up}}, {{x.t, x.h, ql}, {x.tr, x.h, ql}},
+             {{x.t, x.h, kva}, {x.tr, x.h, kva}}},
+            Weights::every_gemm);
+    weight_gradient("attention.qkv.backward_weight", x.tr * x.h,
+                    {{{ql, q, x.t}, {ql, q, x.tr}}, {{kvl, kv_up, x.t}, {kvl, kv_up, x.tr}}, {{x.h, ql, x.t}, {x.h, ql, x.tr}},
+                     {{x.h, kva, x.t}, {x.h, kva, x.tr}}});
+    // The replicated down projections' (and latent norms') gradients are partial on each TP
+    // rank: summed over the group, as sequence-parallel norm weights are.
+    if (ranks_.size() > 1) {
+      const int group = dag_.new_group(pg_);
+      const double bytes = static_cast<double>(x.h * (ql + kva) + ql + kvl) * sh_.e;
+      for (int r : ranks_) dag_.add(r, kCompute, prefix_ + "attention.latent_weights.grad_all_reduce", CollectiveOp{CollectiveKind::all_reduce, bytes, group});
+    }
+    norm_backward("attention.norm.backward", x.tr * x.h);
+  }
+
   // Which of a region's GEMMs take a weight as their [n, k] operand (the others, weight
   // gradients, take activations or gradients there).
   enum class Weights { every_gemm, first_gemm, none };
@@ -165,8 +217,12 @@ class LayerBuilder {
   void rope(bool backward) {
     if (!sc_.workload.aten_elementwise) return;
     const std::string name = backward ? "attention.rope.backward" : "attention.rope";
-    kernels(name + ".q", aten_rope_kernels(double(sh_.t) * double(sh_.hq * sh_.hd), sh_.e, backward));
-    kernels(name + ".k", aten_rope_kernels(double(sh_.t) * double(sh_.hkv * sh_.hd), sh_.e, backward));
+    // MLA rotates only the rotary dims: each head's of the query, the one key part all heads share.
+    const bool mla = mla_.kv_lora_rank > 0;
+    const double q = double(sh_.hq) * double(mla ? mla_.rope_head_dim : sh_.hd);
+    const double k = mla ? double(mla_.rope_head_dim) : double(sh_.hkv * sh_.hd);
+    kernels(name + ".q", aten_rope_kernels(double(sh_.t) * q, sh_.e, backward));
+    kernels(name + ".k", aten_rope_kernels(double(sh_.t) * k, sh_.e, backward));
   }
   void swiglu(bool backward) {
     const double n = double(sh_.t) * double(sh_.f);
@@ -181,7 +237,7 @@ class LayerBuilder {
   void residual(const std::string& name, std::int64_t elems) { local(name, 2 * elems, (sc_.workload.compile ? 2 : 1) * elems); }
   void attention(bool backward) {
     const AttentionChoice& how = sc_.workload.attention;
-    const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype, how.impl == AttentionImpl::flash2};
+    const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype, how.impl == AttentionImpl::flash2, sh_.hv};
     if (how.impl == AttentionImpl::unfused) {
       const auto kernels = unfused_attention_kernels(a, how.dropout);
       for (int r : ranks_)
@@ -199,6 +255,7 @@ class LayerBuilder {
   std::vector<int> ranks_;  // its GPUs
   LayerShape sh_{};
   bool gated_ = true;
+  MlaShape mla_{};
 };
 
 }  // namespace

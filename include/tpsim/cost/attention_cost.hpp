@@ -19,6 +19,10 @@ struct AttentionProblem {
   // FlashAttention-2 (PyTorch SDPA's flash backend) where the hardware's own figures are
   // for a newer kernel (FlashAttention-3 on Hopper).
   bool flash2 = false;
+  // The value (and output) width per head where it differs from the query/key's (MLA:
+  // 192-wide queries and keys, 128-wide values); 0: head_dim.
+  std::int64_t v_head_dim = 0;
+  std::int64_t v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
 struct AttentionPlan {
@@ -29,7 +33,7 @@ struct AttentionPlan {
   double efficiency = 0;
 };
 
-// Matmul FLOPs: forward 4 x tokens x seq x head_dim x heads (half when causal);
+// Matmul FLOPs: forward 2 x tokens x seq x (head_dim + v_dim) x heads (half when causal);
 // backward 2.5x forward (five matmuls instead of two).
 double attention_flops(const AttentionProblem& a);
 // Q, K, V, O (+ dO, dQ, dK, dV backward) read or written once.

@@ -15,17 +15,32 @@ struct MoeShape {
   std::int64_t first_dense = 0;        // the first n layers keep a dense FFN (DeepSeek-V3: 3)
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values are projected down
+// to low-rank latents (replicated under TP), normalized, and up again per head (split by
+// heads); each head's query and key carry `rope_head_dim` rotary dims of `head_dim` (the key's
+// shared by every head), and its value is `v_head_dim` wide. kv_lora_rank 0: ordinary attention.
+struct MlaShape {
+  std::int64_t q_lora_rank = 0, kv_lora_rank = 0, rope_head_dim = 0, v_head_dim = 0;
+};
+
 struct ModelShape {
   std::string name;  // "llama3_8b", ... or "custom"
   std::int64_t hidden = 0, ffn_hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
   std::int64_t layers = 0, vocab = 0;  // the whole model (a training step needs them; a layer workload does not)
   bool gated_ffn = true;  // SwiGLU (w1, w3, w2: Llama); false: one up-projection and GELU (GPT-3, Megatron-LM's GPT)
   MoeShape moe;
+  MlaShape mla;
 
   int ffn_up_projections() const { return gated_ffn ? 2 : 1; }
 
+  bool is_mla() const { return mla.kv_lora_rank > 0; }
+  std::int64_t v_head_dim() const { return is_mla() ? mla.v_head_dim : head_dim; }
   std::int64_t q_width() const { return heads * head_dim; }
   std::int64_t kv_width() const { return kv_heads * head_dim; }
+  // The attention output, the out projection's input: every head's value width.
+  std::int64_t o_width() const { return heads * v_head_dim(); }
+  // MLA's latents per token: the query's and the key/value's (with the shared rotary key).
+  std::int64_t mla_latent_width() const { return is_mla() ? mla.q_lora_rank + mla.kv_lora_rank + mla.rope_head_dim : 0; }
 
   bool is_moe() const { return moe.experts > 0; }
   // HF Llama 4 and DeepSeek-V3 placement: after first_dense dense layers, layers every-1, 2 every-1, ...
@@ -37,9 +52,16 @@ struct ModelShape {
     return (layers - moe.first_dense) / moe.every;
   }
 
-  // Q, K, V, out projection and two norms.
+  // Q, K, V, out projection and two norms (MLA: the down and up projections, the latents' norms).
   double attention_params() const {
     const double h = static_cast<double>(hidden);
+    if (is_mla()) {
+      const double ql = static_cast<double>(mla.q_lora_rank), kvl = static_cast<double>(mla.kv_lora_rank);
+      const double nope = static_cast<double>(head_dim - mla.rope_head_dim);
+      return h * ql + ql * static_cast<double>(q_width()) + h * (kvl + static_cast<double>(mla.rope_head_dim)) +
+             kvl * static_cast<double>(heads) * (nope + static_cast<double>(mla.v_head_dim)) + static_cast<double>(o_width()) * h +
+             2.0 * h + ql + kvl;
+    }
     return h * static_cast<double>(q_width() + 2 * kv_width()) + static_cast<double>(q_width()) * h + 2.0 * h;
   }
   double ffn_params(std::int64_t width) const {
