@@ -219,7 +219,7 @@ void parse_moe_all_to_all(const ObjectReader& w, TrainingStepSpec& t) {
 
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
-          "virtual_stages", "linear_dtype", "compile", "elementwise", "cross_entropy", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
+          "virtual_stages", "linear_dtype", "compile", "elementwise", "cross_entropy", "loss_parallel", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
           "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
           "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input"};
 }
@@ -297,6 +297,10 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   t.compile = w.optional_bool("compile").value_or(false);
   t.aten_elementwise = parse_choice(w, "elementwise", false, {{"fused", false}, {"aten", true}});
   t.aten_cross_entropy = parse_choice(w, "cross_entropy", false, {{"in_place", false}, {"aten", true}});
+  t.loss_parallel = w.optional_bool("loss_parallel").value_or(true);
+  if (w.has("loss_parallel") && !t.aten_cross_entropy)
+    fail_at(w.child_path("loss_parallel"),
+            "applies to \"cross_entropy\": \"aten\" (Megatron-LM's in-place loss is always vocabulary-parallel)");
   if (t.aten_elementwise && t.compile)
     fail_at(w.child_path("elementwise"), "\"aten\" is uncompiled PyTorch's kernels; with \"compile\": true they are fused");
   t.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);

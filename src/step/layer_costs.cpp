@@ -276,8 +276,32 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   Dag fwd(1), bwd(1);
   fwd.add(0, 0, "final_norm", ElementwiseOp{rows * h * e, rows * h * e});
   fwd.add(0, 0, "output", GemmOp{{tokens, v, h, s.dtype}});
-  const double logits = static_cast<double>(tokens) * static_cast<double>(v);
-  if (t.aten_cross_entropy) {
+  // The loss's logits on this rank: its vocabulary shard, or every shard's, gathered.
+  const double logits = static_cast<double>(tokens) * static_cast<double>(t.loss_vocab());
+  Tick loss_collectives = 0;
+  if (!t.loss_on_vocab_shard())
+    loss_collectives += group_collective_cost(GroupOp::all_gather, logits * e, tp_group, hw).time;
+  if (t.aten_cross_entropy && tp > 1 && t.loss_parallel) {
+    // loss_parallel (torch/distributed/tensor/parallel/loss.py, read at pytorch 02eef6b):
+    // _log_softmax as aten ops (amax, x - max, exp, sum, shifted - logsumexp) with an
+    // all-reduce of the maxima and one of the sums, nll_loss's picked values all-reduced; its
+    // backward (_nll_loss_and_log_softmax_backward) builds zeros with -1 at the targets, then
+    // (grad_input + exp(x)) * grad_output, a tensor per op.
+    const double per_token = 4.0 * tokens;
+    fwd.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
+    fwd.add(0, 0, "loss_parallel.amax", ElementwiseOp{logits * 4, per_token});
+    fwd.add(0, 0, "loss_parallel.sub_max", ElementwiseOp{logits * 4, logits * 4});
+    fwd.add(0, 0, "loss_parallel.exp", ElementwiseOp{logits * 4, logits * 4});
+    fwd.add(0, 0, "loss_parallel.sum", ElementwiseOp{logits * 4, per_token});
+    fwd.add(0, 0, "loss_parallel.sub_logsumexp", ElementwiseOp{logits * 4, logits * 4});
+    fwd.add(0, 0, "loss_parallel.nll_loss", ElementwiseOp{8.0 * tokens, per_token});
+    loss_collectives += 3 * group_collective_cost(GroupOp::all_reduce, per_token, tp_group, hw).time;
+    bwd.add(0, 0, "loss_parallel.backward.zeros", ElementwiseOp{0, logits * 4});
+    bwd.add(0, 0, "loss_parallel.backward.exp", ElementwiseOp{logits * 4, logits * 4});
+    bwd.add(0, 0, "loss_parallel.backward.add", ElementwiseOp{logits * 8, logits * 4});
+    bwd.add(0, 0, "loss_parallel.backward.mul", ElementwiseOp{logits * 4, logits * 4});
+    bwd.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
+  } else if (t.aten_cross_entropy) {
     // logits.float(); log_softmax (a max-and-sum pass, then the output); nll_loss picks a
     // value per token. Backward: nll_loss's dense gradient, log_softmax's, the down-cast.
     fwd.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
@@ -293,7 +317,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   bwd.add(0, 0, "output.backward_input", GemmOp{{tokens, h, v, s.dtype}});
   bwd.add(0, 0, "output.backward_weight", GemmOp{{h, v, tokens, s.dtype}});
   bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});
-  c.output_forward = makespan(fwd, hw) + gather;
+  c.output_forward = makespan(fwd, hw) + gather + loss_collectives;
   c.output_backward = makespan(bwd, hw) + scatter;
   // Each ring member sends (tp - 1) / tp of the buffer to its successor, which is in the next
   // node for one member per node the group spans.

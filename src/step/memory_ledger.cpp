@@ -107,8 +107,19 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     // bf16 logits and their fp32 softmax for this rank's vocabulary shard; with aten's
     // cross entropy, at the start of backward: log_softmax's kept output, nll_loss's dense
     // gradient and log_softmax's gradient, fp32 each (the bf16 logits are dropped by then).
-    const double v = static_cast<double>((t.model.vocab + t.mesh.size(MeshDim::tp) - 1) / t.mesh.size(MeshDim::tp));
-    l.parts.emplace_back("logits and loss", static_cast<double>(t.rank_tokens()) * v * (t.aten_cross_entropy ? 12 : e + 4));
+    // Under loss_parallel the fused backward's (grad_input + exp(x)) * grad_output holds
+    // four: the kept output, grad_input, exp(x) and their sum.
+    const bool decomposed = t.aten_cross_entropy && t.loss_parallel && t.mesh.size(MeshDim::tp) > 1;
+    const double per_logit = !t.aten_cross_entropy ? e + 4 : decomposed ? 16 : 12;
+    l.parts.emplace_back("logits and loss", static_cast<double>(t.rank_tokens()) * static_cast<double>(t.loss_vocab()) * per_logit);
+    // Kept until the output layer's backward, outside any checkpointed layer: the final
+    // norm's input (this rank's sequence shard) and the output GEMM's input (gathered over TP
+    // with sequence parallelism where PyTorch keeps the gathered input).
+    const double tp = t.mesh.size(MeshDim::tp);
+    const double h = static_cast<double>(t.model.hidden), tokens = static_cast<double>(t.rank_tokens());
+    const double shard_rows = t.sequence_parallel ? tokens / tp : tokens;
+    const double gemm_rows = t.tp_saves_gathered_input ? tokens : shard_rows;
+    l.parts.emplace_back("final norm and output layer inputs", (shard_rows + gemm_rows) * h * e);
   }
   const int cp = t.mesh.size(MeshDim::cp);
   if (cp > 1) {

@@ -92,6 +92,10 @@ struct TrainingStepSpec {
   // torchtitan's train.py loss_fn (`"aten"`): the fp32 copy, log_softmax's output, and in
   // backward nll_loss's dense gradient and log_softmax's, each a tensor of its own.
   bool aten_cross_entropy = false;
+  // With `aten` and TP: torchtitan's default loss_parallel (torch.distributed.tensor.parallel
+  // loss.py): the loss on this rank's vocabulary shard, log_softmax decomposed op by op with two
+  // small all-reduces, backward in one fused formula of its own; else the logits are gathered.
+  bool loss_parallel = true;
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
   bool tp_saves_gathered_input = false;   // tp_weight_grad_input "saved" (PyTorch) or "regather" (Megatron-LM)
   AttentionChoice attention;
@@ -136,6 +140,14 @@ struct TrainingStepSpec {
   }
   std::int64_t global_tokens() const { return local_batch * seq_len * data_parallel(); }
   int chunks() const { return mesh.size(MeshDim::pp) * virtual_stages; }
+  // The loss runs on this rank's vocabulary shard (Megatron-LM's loss, or aten's under
+  // loss_parallel); otherwise the output layer gathers every rank's logits first.
+  bool loss_on_vocab_shard() const { return !aten_cross_entropy || loss_parallel || mesh.size(MeshDim::tp) == 1; }
+  // Logits per token on one TP rank.
+  std::int64_t loss_vocab() const {
+    const int tp = mesh.size(MeshDim::tp);
+    return loss_on_vocab_shard() ? (model.vocab + tp - 1) / tp : model.vocab;
+  }
   // The decoder layers' linear weights reach their GEMMs already in fp8 (gathered so).
   bool weights_gathered_in_fp8() const { return fsdp_fp8_all_gather != Fp8AllGather::off && shard_ranks() > 1; }
 };
