@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "tpsim/core/parallel_for.hpp"
 #include "tpsim/io/input_error.hpp"
 #include "tpsim/io/json_numbers.hpp"
 #include "tpsim/io/scenario.hpp"
@@ -55,52 +57,55 @@ std::string mesh_text(const Layout& l) {
 }
 
 // Without sequence parallelism TP's regions are all-reduces, which some variants have no
-// form of (async TP's decompositions): `doc` keeps the scenario's variants that do; false
-// when none does (or the candidate does not parse: the caller's parse says why).
-bool keep_variants_without_sp(Json& doc, const Scenario& base, const std::string& base_dir, HardwareCache& cache) {
-  Json probe = doc;
-  probe.erase("variants");
-  Json kept = Json::array();
-  try {
-    const Scenario p = parse_scenario(probe, base_dir, &cache);
-    for (const std::string& v : base.variants)
-      if (supports(p, v)) kept.push_back(v);
-  } catch (const InputError&) {
-    return true;
-  }
-  if (kept.empty()) return false;
-  doc["variants"] = kept;
-  return true;
+// form of (async TP's decompositions): the scenario's variants that have one.
+std::vector<std::string> variants_without_sp(const Scenario& candidate, const std::vector<std::string>& wanted) {
+  std::vector<std::string> kept;
+  for (const std::string& v : wanted)
+    if (supports(candidate, v)) kept.push_back(v);
+  return kept;
 }
+
+// One candidate configuration and what the ranking shows of it.
+struct Candidate {
+  Scenario scenario;
+  Json workload;
+  std::string mesh, schedule, checkpoint;
+};
 
 }  // namespace
 
-Advice advise(const Json& scenario_json, const std::string& base_dir) {
+Advice advise(const Json& scenario_json, const std::string& base_dir, unsigned jobs) {
   HardwareCache cache;
   const Scenario base = parse_scenario(scenario_json, base_dir, &cache);
   if (!is_training_step(base.workload)) throw InputError("$.workload.op: advise ranks meshes for a training_step");
   const TrainingStepSpec& t = base.workload.step;
   const std::int64_t sequences = t.local_batch * t.data_parallel();
   Advice advice;
-  std::map<std::string, LayerCosts> costs;  // by what a layer's cost depends on
   // Context and expert parallelism are kept as given (the sequence length and the experts
   // decide them); the rest is searched.
   const int cp = t.mesh.size(MeshDim::cp), ep = t.mesh.size(MeshDim::ep);
-  std::vector<Layout> candidates = layouts(static_cast<int>(base.gpus / cp / ep), base.hardware.fabric.gpus_per_node, t.model.layers);
-  for (Layout& l : candidates) l.cp = cp, l.ep = ep;
+  std::vector<Layout> layouts_tried = layouts(static_cast<int>(base.gpus / cp / ep), base.hardware.fabric.gpus_per_node, t.model.layers);
+  for (Layout& l : layouts_tried) l.cp = cp, l.ep = ep;
   // TP with and without sequence parallelism (all-reduces and replicated norms: less
   // traffic to overlap, more activation memory), unless the scenario says which; the form
   // without it is modelled for dense models without CP only.
   const bool try_sp = !scenario_json.at("workload").contains("sequence_parallel") && !t.model.is_moe() && cp == 1;
   if (try_sp) {
-    const std::size_t n = candidates.size();
+    const std::size_t n = layouts_tried.size();
     for (std::size_t i = 0; i < n; ++i)
-      if (candidates[i].tp > 1) {
-        candidates.push_back(candidates[i]);
-        candidates.back().sequence_parallel = false;
+      if (layouts_tried[i].tp > 1) {
+        layouts_tried.push_back(layouts_tried[i]);
+        layouts_tried.back().sequence_parallel = false;
       }
   }
-  for (const Layout& l : candidates) {
+  // Every configuration in order; parsed (and so checked against the model's shapes) below.
+  struct Draft {
+    Json doc;
+    Candidate shown;
+    bool sequence_parallel = true;
+  };
+  std::vector<Draft> drafts;
+  for (const Layout& l : layouts_tried) {
     const int data = l.fsdp * l.dp * l.ep;
     if (sequences % data != 0) continue;
     const std::int64_t local = sequences / data;
@@ -114,8 +119,9 @@ Advice advise(const Json& scenario_json, const std::string& base_dir) {
           schedules.push_back({{"pp_schedule", "interleaved_1f1b"}, {"virtual_stages", 2}, {"microbatches", local}});
       }
       for (const Json& sched : schedules) {
-        Json doc = scenario_json;
-        Json& w = doc["workload"];
+        Draft d;
+        d.doc = scenario_json;
+        Json& w = d.doc["workload"];
         w["mesh"] = Json{{"tp", l.tp}, {"pp", l.pp}, {"fsdp", l.fsdp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep}};
         w.erase("mesh_order");
         w.erase("pp_schedule");
@@ -125,41 +131,86 @@ Advice advise(const Json& scenario_json, const std::string& base_dir) {
         w["activation_checkpoint"] = ck;
         if (try_sp && l.tp > 1) w["sequence_parallel"] = l.sequence_parallel;
         for (const auto& [k, v] : sched.items()) w[k] = v;
-        if (!l.sequence_parallel && !keep_variants_without_sp(doc, base, base_dir, cache)) continue;
-        ++advice.candidates;
-        Scenario s;
-        try {
-          s = parse_scenario(doc, base_dir, &cache);
-        } catch (const InputError&) {
-          ++advice.invalid;  // heads, layers or the batch do not divide this way
-          continue;
-        }
-        const TrainingStepSpec& c = s.workload.step;
-        for (const std::string& v : s.variants) {
-          const std::string key = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}", l.tp, c.microbatch_tokens(), ck, v,
-                                              c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile, c.weights_gathered_in_fp8(),
-                                              c.sequence_parallel);
-          auto it = costs.find(key);
-          if (it == costs.end()) it = costs.emplace(key, simulate_layer_costs(s, v)).first;
-          const StepVariantRun run = run_step_variant(s, v, it->second);
-          AdviceRow row;
-          row.workload = w;
-          row.mesh = mesh_text(l);
-          row.schedule = l.pp == 1 ? "-" : sched["pp_schedule"].get<std::string>();
-          row.checkpoint = ck;
-          row.variant = v;
-          row.local_batch = local;
-          row.microbatches = c.microbatches;
-          row.step_time = run.sim.makespan;
-          row.tokens_per_s_per_gpu = run.tokens_per_s_per_gpu;
-          row.mfu = run.mfu;
-          row.peak_memory_bytes = run.peak_memory_bytes;
-          row.oom = run.oom;
-          advice.rows.push_back(std::move(row));
-        }
+        // Without sequence parallelism the variants are checked on the parsed candidate.
+        if (!l.sequence_parallel) d.doc.erase("variants");
+        d.sequence_parallel = l.sequence_parallel;
+        d.shown.workload = w;
+        d.shown.mesh = mesh_text(l);
+        d.shown.schedule = l.pp == 1 ? "-" : sched["pp_schedule"].get<std::string>();
+        d.shown.checkpoint = ck;
+        drafts.push_back(std::move(d));
       }
     }
   }
+  std::vector<std::optional<Scenario>> parsed(drafts.size());
+  parallel_for(drafts.size(), jobs, [&](std::size_t i) {
+    try {
+      parsed[i] = parse_scenario(drafts[i].doc, base_dir, &cache);
+    } catch (const InputError&) {
+      // heads, layers or the batch do not divide this way: counted below
+    }
+  });
+  std::vector<Candidate> candidates;
+  for (std::size_t i = 0; i < drafts.size(); ++i) {
+    if (!parsed[i]) {
+      ++advice.candidates;
+      ++advice.invalid;
+      continue;
+    }
+    Candidate c = std::move(drafts[i].shown);
+    c.scenario = std::move(*parsed[i]);
+    if (!drafts[i].sequence_parallel) {
+      c.scenario.variants = variants_without_sp(c.scenario, base.variants);
+      if (c.scenario.variants.empty()) continue;
+    }
+    ++advice.candidates;
+    candidates.push_back(std::move(c));
+  }
+  // A layer's cost depends on few of the step's choices: simulated once per distinct set.
+  const auto cost_key = [](const Scenario& s, const std::string& v) {
+    const TrainingStepSpec& c = s.workload.step;
+    return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}", c.mesh.size(MeshDim::tp), c.microbatch_tokens(), checkpointing_name(c.checkpoint), v,
+                       c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile, c.weights_gathered_in_fp8(), c.sequence_parallel);
+  };
+  struct Job {
+    std::size_t candidate;
+    std::string variant, key;
+  };
+  std::vector<Job> runs;
+  std::map<std::string, std::pair<std::size_t, std::string>> first_of_key;  // key -> (candidate, variant) that computes it
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    for (const std::string& v : candidates[i].scenario.variants) {
+      runs.push_back({i, v, cost_key(candidates[i].scenario, v)});
+      first_of_key.emplace(runs.back().key, std::make_pair(i, v));
+    }
+  std::vector<const std::pair<const std::string, std::pair<std::size_t, std::string>>*> keys;
+  for (const auto& entry : first_of_key) keys.push_back(&entry);
+  std::vector<LayerCosts> layer_costs(keys.size());
+  parallel_for(keys.size(), jobs, [&](std::size_t k) {
+    const auto& [candidate, variant] = keys[k]->second;
+    layer_costs[k] = simulate_layer_costs(candidates[candidate].scenario, variant);
+  });
+  std::map<std::string, const LayerCosts*> costs;
+  for (std::size_t k = 0; k < keys.size(); ++k) costs.emplace(keys[k]->first, &layer_costs[k]);
+  advice.rows.resize(runs.size());
+  parallel_for(runs.size(), jobs, [&](std::size_t r) {
+    const Job& job = runs[r];
+    const Candidate& c = candidates[job.candidate];
+    const StepVariantRun run = run_step_variant(c.scenario, job.variant, *costs.at(job.key));
+    AdviceRow& row = advice.rows[r];
+    row.workload = c.workload;
+    row.mesh = c.mesh;
+    row.schedule = c.schedule;
+    row.checkpoint = c.checkpoint;
+    row.variant = job.variant;
+    row.local_batch = c.scenario.workload.step.local_batch;
+    row.microbatches = c.scenario.workload.step.microbatches;
+    row.step_time = run.sim.makespan;
+    row.tokens_per_s_per_gpu = run.tokens_per_s_per_gpu;
+    row.mfu = run.mfu;
+    row.peak_memory_bytes = run.peak_memory_bytes;
+    row.oom = run.oom;
+  });
   // Fitting first, then fastest; ties keep the order tried (deterministic).
   std::stable_sort(advice.rows.begin(), advice.rows.end(), [](const AdviceRow& a, const AdviceRow& b) {
     if (a.oom != b.oom) return !a.oom;

@@ -70,7 +70,15 @@ int training_step_command(const tpsim::Scenario& s, const TraceRequest& trace, c
   return 0;
 }
 
-int advise_command(const std::string& scenario_file, int top, const std::string& json_file) {
+// More threads than a few per core only add memory and switching.
+int capped_jobs(int jobs) {
+  const int cap = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (jobs <= cap) return jobs;
+  std::cerr << fmt::format("tpsim: note: --jobs {} is more than 4 per core; using {}\n", jobs, cap);
+  return cap;
+}
+
+int advise_command(const std::string& scenario_file, int top, const std::string& json_file, int jobs) {
   check_outputs({json_file});
   const tpsim::Json doc = tpsim::read_json_file(scenario_file);
   const std::string dir = std::filesystem::path(scenario_file).parent_path().string();
@@ -78,7 +86,7 @@ int advise_command(const std::string& scenario_file, int top, const std::string&
   tpsim::Scenario base;
   try {
     base = tpsim::parse_scenario(doc, dir);
-    a = tpsim::advise(doc, dir);
+    a = tpsim::advise(doc, dir, static_cast<unsigned>(capped_jobs(jobs)));
   } catch (const tpsim::InputError& e) {
     throw tpsim::InputError(fmt::format("{}: {}", scenario_file, e.what()));
   }
@@ -147,12 +155,7 @@ int sweep_command(const std::string& file, const std::string& shard, tpsim::Swee
         used != static_cast<int>(shard.size()) || opts.shard_count < 1 || opts.shard_index < 0 || opts.shard_index >= opts.shard_count)
       throw tpsim::InputError(fmt::format("--shard: \"{}\" is not I/N with 0 <= I < N", shard));
   }
-  // More threads than a few per core only add memory (each holds a window of rows) and switching.
-  const int cap = 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (opts.jobs > cap) {
-    std::cerr << fmt::format("tpsim: note: --jobs {} is more than 4 per core; using {}\n", opts.jobs, cap);
-    opts.jobs = cap;
-  }
+  opts.jobs = capped_jobs(opts.jobs);  // each thread also holds a window of rows
   opts.progress = isatty(STDERR_FILENO) != 0;
   if (const char* k = std::getenv("TPSIM_SWEEP_KILL_AFTER")) opts.kill_after = std::atoll(k);
   if (opts.output == "-" && !opts.markdown.empty())
@@ -200,10 +203,11 @@ int main(int argc, char** argv) {
   run->add_option("--json", json, "write the result JSON to FILE, or - for stdout (replaces the table)");
   auto* advise = app.add_subcommand("advise", "rank the meshes, schedules and checkpointing that fit a training step's model, GPUs and batch");
   std::string advise_scenario, advise_json;
-  int advise_top = 10;
+  int advise_top = 10, advise_jobs = 0;
   advise->add_option("scenario", advise_scenario, "training_step scenario JSON file (its model, GPUs, hardware and global batch)")->required();
   advise->add_option("--top", advise_top, "how many to show (default 10)")->check(CLI::Range(1, 100000));
   advise->add_option("--json", advise_json, "write the ranking as JSON to FILE, or - for stdout (replaces the table)");
+  advise->add_option("--jobs", advise_jobs, "threads (default: every core)")->check(CLI::NonNegativeNumber);
   auto* hardware = app.add_subcommand("hardware", "list the shipped hardware models, or show one");
   hardware->require_subcommand(1);
   auto* hw_list = hardware->add_subcommand("list", "one line per model in models/");
@@ -282,7 +286,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run) return run_command(scenario, trace, json);
-    if (*advise) return advise_command(advise_scenario, advise_top, advise_json);
+    if (*advise) return advise_command(advise_scenario, advise_top, advise_json, advise_jobs);
     if (*sweep) return sweep_command(sweep_file, shard, sweep_opts);
     if (*calibrate) {
       std::string item;

@@ -57,3 +57,12 @@ TEST_CASE("advise tries TP with and without sequence parallelism unless the scen
   // Said in the scenario: kept.
   for (const AdviceRow& r : rows_with(R"(, "sequence_parallel": true)")) CHECK(r.mesh.find("(no SP)") == std::string::npos);
 }
+
+TEST_CASE("advise ranks the same on one thread as on several", "[step][advise]") {
+  const Json doc = Json::parse(R"({"hardware": "h100_sxm", "gpus": 16, "dtype": "bf16", "variants": ["baseline", "async_tp"],
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 4096, "local_batch": 2, "mesh": {"fsdp": 2, "tp": 8}}})");
+  const Advice one = advise(doc, "", 1), four = advise(doc, "", 4);
+  CHECK(one.candidates == four.candidates);
+  CHECK(one.invalid == four.invalid);
+  CHECK(advice_json(one, 100000) == advice_json(four, 100000));
+}

@@ -28,8 +28,9 @@ struct Advice {
 };
 
 // `scenario_json`: a training_step scenario; its global batch (local_batch x dp x fsdp
-// sequences) is kept. `base_dir`: where its hardware path resolves.
-Advice advise(const Json& scenario_json, const std::string& base_dir);
+// sequences) is kept. `base_dir`: where its hardware path resolves. `jobs`: threads that
+// simulate the candidates (0: every core); the ranking is the same whatever the count.
+Advice advise(const Json& scenario_json, const std::string& base_dir, unsigned jobs = 0);
 
 std::string format_advice(const Advice& a, const Scenario& base, int top);
 Json advice_json(const Advice& a, int top);
