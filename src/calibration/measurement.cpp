@@ -23,12 +23,13 @@ struct KindInfo {
   std::string_view cls;
 };
 
-constexpr std::array<KindInfo, 12> kKinds = {{
+constexpr std::array<KindInfo, 13> kKinds = {{
     {MeasurementKind::gemm, "gemm", "gemm"},
     {MeasurementKind::peer_copy, "peer_copy", "copy"},
     {MeasurementKind::local_copy, "local_copy", "copy"},
     {MeasurementKind::all_gather, "all_gather", "collective"},
     {MeasurementKind::reduce_scatter, "reduce_scatter", "collective"},
+    {MeasurementKind::all_reduce, "all_reduce", "collective"},
     {MeasurementKind::barrier, "barrier", "barrier"},
     {MeasurementKind::launch, "launch", "launch"},
     {MeasurementKind::gemm_with_peer_copy, "gemm_with_peer_copy", "interference"},
@@ -48,14 +49,15 @@ bool has_gemm(MeasurementKind k) {
   return k == MeasurementKind::gemm || k == MeasurementKind::gemm_with_peer_copy || k == MeasurementKind::gemm_with_collective ||
          k == MeasurementKind::gemm_pair;
 }
+bool is_collective(MeasurementKind k) {
+  return k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter || k == MeasurementKind::all_reduce;
+}
 bool has_bytes(MeasurementKind k) {
-  return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
-         k == MeasurementKind::reduce_scatter || k == MeasurementKind::gemm_with_peer_copy ||
+  return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::gemm_with_peer_copy ||
          k == MeasurementKind::gemm_with_collective || k == MeasurementKind::reduction;
 }
 bool has_gpus(MeasurementKind k) {
-  return k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter || k == MeasurementKind::barrier ||
-         k == MeasurementKind::gemm_with_collective;
+  return is_collective(k) || k == MeasurementKind::barrier || k == MeasurementKind::gemm_with_collective;
 }
 
 MeasurementKind parse_kind(const ObjectReader& r) {
@@ -76,11 +78,10 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype", "kernel"});
   if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch"});
   if (has_bytes(k)) keys.push_back("bytes");
-  if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::all_gather ||
-      k == MeasurementKind::reduce_scatter || k == MeasurementKind::reduction)
+  if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::reduction)
     keys.push_back("gbps");
   if (k == MeasurementKind::reduction) keys.insert(keys.end(), {"partials", "reduction"});
-  if (k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter) keys.push_back("busbw_gbps");
+  if (is_collective(k)) keys.push_back("busbw_gbps");
   if (has_gpus(k)) keys.insert(keys.end(), {"gpus", "groups"});
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
@@ -132,8 +133,9 @@ double measured_time_us(const ObjectReader& r, const Measurement& m) {
   // pytorch/pytorch PR 191803 reports them.
   const double moved = m.kind == MeasurementKind::reduction ? (m.partials + 1) * m.bytes : m.bytes;
   if (r.has("gbps")) ++given, us = moved / (r.positive_number("gbps") * 1e9) * 1e6;
-  if (r.has("busbw_gbps"))
-    ++given, us = m.bytes * (m.gpus - 1) / m.gpus / (r.positive_number("busbw_gbps") * 1e9) * 1e6;
+  // nccl-tests' bus bandwidth: (n-1)/n of the bytes cross each rank's link, twice for an all-reduce.
+  const double bus_factor = (m.kind == MeasurementKind::all_reduce ? 2.0 : 1.0) * (m.gpus - 1) / m.gpus;
+  if (r.has("busbw_gbps")) ++given, us = m.bytes * bus_factor / (r.positive_number("busbw_gbps") * 1e9) * 1e6;
   if (given != 1) {
     std::string choices = "time_us";
     if (m.kind == MeasurementKind::gemm) choices += " or tflops";
@@ -157,7 +159,8 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::peer_copy:
     case MeasurementKind::local_copy: return fmt::format("{} {:.0f} B", kind, m.bytes);
     case MeasurementKind::all_gather:
-    case MeasurementKind::reduce_scatter: return fmt::format("{} {:.0f} B x{}{}", kind, m.bytes, m.gpus, at_once);
+    case MeasurementKind::reduce_scatter:
+    case MeasurementKind::all_reduce: return fmt::format("{} {:.0f} B x{}{}", kind, m.bytes, m.gpus, at_once);
     case MeasurementKind::barrier: return fmt::format("barrier x{}{}", m.gpus, at_once);
     case MeasurementKind::launch: return "launch";
     case MeasurementKind::gemm_with_peer_copy: return fmt::format("gemm {} + peer copy {:.0f} B", shape, m.bytes);
@@ -219,7 +222,8 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     const std::string c = r.string("collective");
     if (c == "all_gather") m.collective = CollectiveKind::all_gather;
     else if (c == "reduce_scatter") m.collective = CollectiveKind::reduce_scatter;
-    else fail_at(r.child_path("collective"), fmt::format("unknown collective \"{}\" (all_gather or reduce_scatter)", c));
+    else if (c == "all_reduce") m.collective = CollectiveKind::all_reduce;
+    else fail_at(r.child_path("collective"), fmt::format("unknown collective \"{}\" (all_gather, reduce_scatter or all_reduce)", c));
   }
   if (m.kind == MeasurementKind::scenario) {
     m.scenario = parse_nested_scenario(r, hardware, base_dir);

@@ -72,9 +72,12 @@ MeasurementDag measurement_dag(const Measurement& m) {
       return md;
     }
     case MeasurementKind::all_gather:
-    case MeasurementKind::reduce_scatter: {
+    case MeasurementKind::reduce_scatter:
+    case MeasurementKind::all_reduce: {
       MeasurementDag md{Dag(m.gpus * m.groups)};
-      const auto kind = m.kind == MeasurementKind::all_gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter;
+      const auto kind = m.kind == MeasurementKind::all_gather       ? CollectiveKind::all_gather
+                        : m.kind == MeasurementKind::reduce_scatter ? CollectiveKind::reduce_scatter
+                                                                     : CollectiveKind::all_reduce;
       md.target = in_every_group(md.dag, measured_groups(md.dag, m), 0, "collective",
                                  [&](int group) { return CollectiveOp{kind, m.bytes, group}; });
       return md;

@@ -113,9 +113,12 @@ TEST_CASE("Every shipped measurement file loads and every row names its source",
 TEST_CASE("Kineto import: GEMMs through their aten op, split-K kernels spanned, repeats at the median, NCCL by args, peer copies",
           "[measurement][kineto]") {
   const auto ms = load_measurements_file(std::string(TPSIM_SOURCE_DIR) + "/tests/calibration/data/kineto_small.json");
-  // Two GEMM shapes, one all-gather, one reduce-scatter, one peer copy; the add, the all-reduce
+  // Two GEMM shapes, one all-gather, one reduce-scatter, one all-reduce, one peer copy; the add
   // and the local (DtoD) copy skipped.
-  REQUIRE(ms.size() == 5);
+  REQUIRE(ms.size() == 6);
+  const Measurement& ar = named(ms, "kineto all_reduce 4096 B x8");
+  CHECK(ar.kind == MeasurementKind::all_reduce);
+  CHECK(ar.time_us == Approx(50));
   CHECK(named(ms, "kineto peer_copy 67108864 B").time_us == Approx(170.5));
   const Measurement& big = named(ms, "kineto gemm 4096x1024x8192 bf16");
   CHECK(big.kind == MeasurementKind::gemm);
@@ -344,4 +347,24 @@ TEST_CASE("A reduction row names its partials, bytes and kernel, and its GB/s co
   Measurement half = big;
   half.bytes /= 2;
   CHECK(predict_us(half, test::h100()) < predict_us(big, test::h100()));
+}
+
+TEST_CASE("An all-reduce row: its bus bandwidth counts the bytes twice, and it takes longer than a reduce-scatter of its buffer but less than one and an all-gather after it",
+          "[measurement]") {
+  const auto ms = parse(R"([
+      {"kind": "all_reduce", "gpus": 8, "bytes": 1073741824, "busbw_gbps": 400},
+      {"kind": "all_reduce", "gpus": 2, "groups": 4, "bytes": 1073741824, "time_us": 4000}])");
+  REQUIRE(ms.size() == 2);
+  // nccl-tests: busbw = algbw x 2 (n-1)/n for an all-reduce.
+  CHECK(ms[0].time_us == Approx(1073741824.0 * 2 * 7 / 8 / 400e9 * 1e6));
+  CHECK(ms[1].name == "all_reduce 1073741824 B x2 (4 groups at once)");
+  CHECK(measurement_class(ms[0].kind) == "collective");
+  CHECK(measurement_json(ms[0])["kind"] == "all_reduce");
+  const auto us = [](const std::string& kind) {
+    return predict_us(parse(R"([{"kind": ")" + kind + R"(", "gpus": 8, "bytes": 1073741824, "time_us": 1}])").front(), test::h100());
+  };
+  const double rs = us("reduce_scatter"), ag = us("all_gather"), ar = us("all_reduce");
+  CHECK(ar > rs);
+  CHECK(ar < rs + ag);
+  CHECK(error_of(R"([{"kind": "all_reduce", "gpus": 1, "bytes": 8, "time_us": 1}])") == "$.measurements[0].gpus: must be between 2 and 64");
 }
