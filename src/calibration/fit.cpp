@@ -302,10 +302,7 @@ std::map<std::string, ClassError> errors_by_class(const std::vector<double>& pre
   std::map<std::string, ClassError> out;
   for (std::size_t i = 0; i < ms.size(); ++i) {
     const double e = std::fabs(predicted_us[i] / ms[i].time_us - 1);
-    for (const std::string& c : {std::string(measurement_class(ms[i].kind)), std::string("all")}) {
-      ClassError& ce = out[c];
-      ++ce.n, ce.sum += e, ce.worst = std::max(ce.worst, e);
-    }
+    for (const std::string& c : {std::string(measurement_class(ms[i].kind)), std::string("all")}) out[c].add(e);
   }
   return out;
 }

@@ -89,9 +89,7 @@ std::vector<SpeedupVerdict> speedup_verdicts(const std::vector<Measurement>& ms,
 std::map<std::pair<std::string, std::string>, ClassError> errors_by_file(const Validation& v, const std::vector<double>& predicted_us) {
   std::map<std::pair<std::string, std::string>, ClassError> out;
   for (std::size_t i = 0; i < v.measurements.size(); ++i) {
-    const double e = std::fabs(error_of(predicted_us[i], v.measurements[i]));
-    ClassError& ce = out[{v.files.at(i), std::string(measurement_class(v.measurements[i].kind))}];
-    ++ce.n, ce.sum += e, ce.worst = std::max(ce.worst, e);
+    out[{v.files.at(i), std::string(measurement_class(v.measurements[i].kind))}].add(std::fabs(error_of(predicted_us[i], v.measurements[i])));
   }
   return out;
 }

@@ -174,6 +174,10 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   // Whole-model weights of a layer and the output projection must fit the GEMM bounds.
   check_gemm_fits(t.rank_tokens(), md.vocab, md.hidden, mp);
   check_gemm_fits(t.rank_tokens(), 2 * md.ffn_hidden, md.hidden, mp);
+  // Attention's widest projection output: fused QKV, or MLA's per-head keys and values from the latent.
+  const std::int64_t attention_out = md.is_mla() ? std::max(md.q_width(), md.heads * (md.head_dim - md.mla.rope_head_dim + md.v_head_dim()))
+                                                 : md.q_width() + 2 * md.kv_width();
+  check_gemm_fits(t.rank_tokens(), attention_out, md.hidden, mp);
   // A rank's routed token slots when every rank sends all of its tokens' slots to its experts.
   if (md.is_moe()) {
     const double slots = static_cast<double>(t.rank_tokens()) * static_cast<double>(md.moe.top_k) * ep;  // may pass int64

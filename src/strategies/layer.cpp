@@ -42,7 +42,7 @@ class LayerBuilder {
   }
 
   void attention_forward() {
-    if (mla_.kv_lora_rank > 0) return mla_attention_forward();
+    if (is_mla()) return mla_attention_forward();
     const auto& x = sh_;
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
     norm("attention.norm", x.tr * x.h);
@@ -84,7 +84,7 @@ class LayerBuilder {
   }
 
   void attention_backward() {
-    if (mla_.kv_lora_rank > 0) return mla_attention_backward();
+    if (is_mla()) return mla_attention_backward();
     const auto& x = sh_;
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
     gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}}, Weights::first_gemm);
@@ -218,7 +218,7 @@ class LayerBuilder {
     if (!sc_.workload.aten_elementwise) return;
     const std::string name = backward ? "attention.rope.backward" : "attention.rope";
     // MLA rotates only the rotary dims: each head's of the query, the one key part all heads share.
-    const bool mla = mla_.kv_lora_rank > 0;
+    const bool mla = is_mla();
     const double q = double(sh_.hq) * double(mla ? mla_.rope_head_dim : sh_.hd);
     const double k = mla ? double(mla_.rope_head_dim) : double(sh_.hkv * sh_.hd);
     kernels(name + ".q", aten_rope_kernels(double(sh_.t) * q, sh_.e, backward));
@@ -255,7 +255,8 @@ class LayerBuilder {
   std::vector<int> ranks_;  // its GPUs
   LayerShape sh_{};
   bool gated_ = true;
-  MlaShape mla_{};
+  MlaShape mla_{};  // all zero for ordinary attention
+  bool is_mla() const { return mla_.kv_lora_rank > 0; }
 };
 
 }  // namespace

@@ -109,3 +109,13 @@ TEST_CASE("MLA input errors name their path", "[io][mla]") {
   CHECK_THAT(scenario_error(step(R"(, "mesh": {"ep": 8, "cp": 2})")),
              Catch::Matchers::Contains("$.workload.mesh.cp: multi-head latent attention is not modelled with context parallelism"));
 }
+
+TEST_CASE("A training step bounds MLA's widest projection before it builds anything", "[step][mla]") {
+  // 4096 heads of 128 + 128 keys and values from the latent: 131072 tokens x 1048576 outputs.
+  const std::string big = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "training_step", "seq_len": 131072, "local_batch": 1, "mesh": {"fsdp": 8},
+        "model": {"hidden": 4096, "ffn_hidden": 11008, "heads": 4096, "kv_heads": 4096, "head_dim": 192, "layers": 2, "vocab": 32000,
+                  "q_lora_rank": 1024, "kv_lora_rank": 512, "rope_head_dim": 64, "v_head_dim": 128}},
+      "variants": ["baseline"]})";
+  CHECK_THAT(test::scenario_error(big), Catch::Matchers::Contains("$.workload.model: a 131072 x 1048576 operand"));
+}

@@ -4,6 +4,7 @@
 // NLopt's BOBYQA (derivative-free, bounded) to minimise the weighted mean of
 // squared log errors between simulated and measured times. Parameters that no
 // measurement moves are left as they are and reported so.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -72,6 +73,7 @@ struct ClassError {
   int n = 0;
   double sum = 0, worst = 0;
   double mean() const { return n ? sum / n : 0; }
+  void add(double abs_error) { ++n, sum += abs_error, worst = std::max(worst, abs_error); }
 };
 std::map<std::string, ClassError> errors_by_class(const std::vector<double>& predicted_us, const std::vector<Measurement>& measurements);
 
