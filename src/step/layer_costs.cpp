@@ -74,6 +74,7 @@ struct PassCost {
   std::vector<LayerPhase> phases;   // its TP regions' communication on rank 0
   Tick attention_start = 0;         // when its attention kernel starts (CP's loop runs from there)
   PerTier tp_bytes;                 // what rank 0 sends per layer, inside its node and to others
+  TimeByKind kinds;                 // `time` split as the one-layer run's critical path on rank 0 is
 };
 
 // A TP region's name: the op name up to its first communication step ("attention.qkv" of
@@ -104,7 +105,14 @@ PassCost per_layer(const Scenario& s, const std::string& variant, Pass pass, con
   const Timeline tl = execute(one_dag, hw, false);
   const VariantMetrics one = analyze(one_dag, tl);
   const Tick two = makespan(build_layer_dag(layer_scenario(s, pass, 2, part), variant), hw);
-  PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0, {}};
+  PassCost c{two > one.makespan ? two - one.makespan : one.makespan, one.exposed_comm, {}, 0, {}, {}};
+  // Named for the step: the layer's communication on its critical path is its TP group's.
+  for (const auto& [kind, ps] : scaled_to(one.critical_path.by_kind, c.time)) {
+    static const std::map<std::string, std::string> tp_kinds = {
+        {"collective", "tp collectives"}, {"copy", "tp copies"}, {"sendrecv", "tp send/recv"}, {"barrier", "tp barriers"}};
+    const auto it = tp_kinds.find(kind);
+    c.kinds[it == tp_kinds.end() ? kind : it->second] += ps;
+  }
   if (!tl.egress_bytes.empty()) {
     c.tp_bytes.nic = tl.egress_bytes_across_nodes[0];
     c.tp_bytes.nvlink = tl.egress_bytes[0] - c.tp_bytes.nic;
@@ -183,6 +191,9 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   const Tick cp_forward = cpf.extra(), cp_backward = cpb.extra();
   c.forward += cp_forward;
   c.backward += cp_backward;
+  // CP's attention loop beyond the block the layer run computes.
+  c.forward_kinds = lf.kinds + TimeByKind{{"cp attention loop", cp_forward}};
+  c.backward_kinds = lb.kinds + TimeByKind{{"cp attention loop", cp_backward}};
   c.forward_phases = with_cp(lf, cpf);
   c.backward_phases = with_cp(lb, cpb);
   // Selective checkpointing recomputes the norm outputs and the FFN activation (GEMM outputs
@@ -216,6 +227,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
       break;
     case Checkpointing::selective_op: c.recompute = op_checkpoint_recompute(t, hw, s.dtype); break;
   }
+  c.recompute_kinds = t.checkpoint == Checkpointing::full ? c.forward_kinds : TimeByKind{{"recompute", c.recompute}};
   if (t.model.is_moe()) {
     // A MoE layer: attention, the shared experts as a dense FFN of their combined width, and
     // the routed experts (expert_parallel).
@@ -223,6 +235,8 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     const LayerPart attention{"attention", 0};
     const PassCost af = per_layer(s, variant, Pass::forward, attention), ab = per_layer(s, variant, Pass::backward, attention);
     m.forward = af.time + cp_forward, m.backward = ab.time + cp_backward;
+    m.forward_kinds = af.kinds + TimeByKind{{"cp attention loop", cp_forward}};
+    m.backward_kinds = ab.kinds + TimeByKind{{"cp attention loop", cp_backward}};
     m.tp_forward_exposed = af.exposed, m.tp_backward_exposed = ab.exposed;
     m.forward_tp_bytes = af.tp_bytes, m.backward_tp_bytes = ab.tp_bytes;
     // Forward: attention, shared experts, routed experts; backward the other way round.
@@ -237,6 +251,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
       ffn_backward = sb.phases;
       ffn_backward_time = sb.time;
       m.forward += sf.time, m.backward += sb.time, m.tp_forward_exposed += sf.exposed, m.tp_backward_exposed += sb.exposed;
+      m.forward_kinds += sf.kinds, m.backward_kinds += sb.kinds;
       m.forward_tp_bytes += sf.tp_bytes, m.backward_tp_bytes += sb.tp_bytes;
     }
     const MoeLayerCost r = simulate_moe_layer(t, hw, s.dtype, shared == 0);
@@ -246,6 +261,9 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     m.backward_phases = std::move(ffn_backward);
     m.forward += r.forward;
     m.backward += r.backward;
+    // The routed experts' pass: its all-to-alls (nothing hides them) and the rest.
+    m.forward_kinds += TimeByKind{{"ep all-to-all", r.forward_all_to_all}, {"routed experts", r.forward - r.forward_all_to_all}};
+    m.backward_kinds += TimeByKind{{"ep all-to-all", r.backward_all_to_all}, {"routed experts", r.backward - r.backward_all_to_all}};
     m.tp_forward_exposed += r.forward_tp;
     m.tp_backward_exposed += r.backward_tp;
     m.ep_forward_exposed = r.forward_all_to_all;
@@ -263,6 +281,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
                                 (shared > 0 ? selective(static_cast<double>(tokens), shared / tp) : 0);
         break;
     }
+    m.recompute_kinds = t.checkpoint == Checkpointing::full ? m.forward_kinds : TimeByKind{{"recompute", m.recompute}};
   }
   // Embedding: a row gather forward, a scatter-add of the gradient backward (this rank's sequence shard).
   c.embedding_forward = elementwise_time(hw, {ElementwiseOp{rows * h * e, rows * h * e}});

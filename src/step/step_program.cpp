@@ -205,13 +205,15 @@ class ProgramBuilder {
   }
 
   // `tp_bytes`: what the pass sends on each link tier (its TP collectives).
-  int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, int phases = -1,
+  // `kinds`: what `work` is spent on (summing to it, or empty: "other").
+  int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, const TimeByKind& kinds, int phases = -1,
               const PerTier& tp_bytes = {}) {
     // Blocking pipeline communication: the stage's next pass waits for its last send.
     if (unwaited_send_ >= 0) deps.push_back(std::exchange(unwaited_send_, -1));
     StepTask task;
     task.stage = stage;
     task.phases = phases;
+    task.mix = mix_of(kinds);
     task.name = std::move(name);
     task.work = work;
     task.link_bytes = tp_bytes;
@@ -226,6 +228,18 @@ class ProgramBuilder {
     const int id = plan_.program.add(std::move(task));
     history_.push_back(id);
     return id;
+  }
+
+  // The index of `kinds` as fractions in the program's mixes (one entry per distinct mix).
+  int mix_of(const TimeByKind& kinds) {
+    const Tick sum = total(kinds);
+    if (sum <= 0) return -1;
+    WorkMix mix;
+    for (const auto& [kind, ps] : kinds)
+      if (ps > 0) mix.emplace_back(kind, static_cast<double>(ps) / static_cast<double>(sum));
+    auto [it, fresh] = mix_index_.try_emplace(mix, static_cast<int>(plan_.program.mixes.size()));
+    if (fresh) plan_.program.mixes.push_back(std::move(mix));
+    return it->second;
   }
 
   void sent(int send) {
@@ -283,7 +297,11 @@ class ProgramBuilder {
                             (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
           const PerTier tp_bytes = (!decoder ? PerTier{} : moe ? c_.moe->forward_tp_bytes : c_.forward_tp_bytes) +
                                    (with_output(l) ? c_.output_forward_tp_bytes : PerTier{});
-          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps,
+          const TimeByKind kinds = (!decoder ? TimeByKind{} : moe ? c_.moe->forward_kinds : c_.forward_kinds) +
+                                   TimeByKind{{"embedding", with_embedding(l) ? c_.embedding_forward : 0},
+                                              {"output layer and loss", with_output(l) ? c_.output_forward : 0},
+                                              {"fsdp copies", fsdp_copy_time(l, moe, !deps.empty(), false)}};
+          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps, kinds,
                          !decoder ? -1 : moe ? 2 : 0, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
@@ -308,8 +326,14 @@ class ProgramBuilder {
                                     : moe  ? c_.moe->backward_tp_bytes + c_.moe->recompute_tp_bytes
                                            : c_.backward_tp_bytes + c_.recompute_tp_bytes) +
                                    (with_output(l) ? c_.output_backward_tp_bytes : PerTier{});
+          const TimeByKind kinds = (!decoder ? TimeByKind{}
+                                    : moe  ? c_.moe->backward_kinds + c_.moe->recompute_kinds
+                                           : c_.backward_kinds + c_.recompute_kinds) +
+                                   TimeByKind{{"embedding", with_embedding(l) ? c_.embedding_backward : 0},
+                                              {"output layer and loss", with_output(l) ? c_.output_backward : 0},
+                                              {"fsdp copies", fsdp_copy_time(l, moe, !deps.empty(), reduces)}};
           last = compute(rank, fmt::format("{}.backward.{}", unit_name(l), mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps,
-                         !decoder ? -1 : moe ? 3 : 1, tp_bytes);
+                         kinds, !decoder ? -1 : moe ? 3 : 1, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
           if (i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
           int grads_ready = last;
@@ -330,7 +354,8 @@ class ProgramBuilder {
     std::vector<int> deps;
     if (last_reduce >= 0) deps.push_back(last_reduce);
     if (last_all_reduce >= 0) deps.push_back(last_all_reduce);
-    const int optimizer = compute(rank, "optimizer.step", optimizer_time(hw_, plan_.stages[static_cast<std::size_t>(rank)].shard), 0, deps);
+    const Tick step = optimizer_time(hw_, plan_.stages[static_cast<std::size_t>(rank)].shard);
+    const int optimizer = compute(rank, "optimizer.step", step, 0, deps, {{"optimizer", step}});
     if (t_.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale && t_.weights_gathered_in_fp8()) precompute_scales(rank, optimizer);
   }
 
@@ -340,7 +365,7 @@ class ProgramBuilder {
   void precompute_scales(int rank, int optimizer) {
     const double shard = plan_.stages[static_cast<std::size_t>(rank)].shard - plan_.stages[static_cast<std::size_t>(rank)].edge_shard;
     const Tick amax = kernels_alone({{"fp8.amax", ElementwiseOp{4 * shard, 4 * linear_weights()}}}, hw_);
-    const int pass = compute(rank, "fp8.precompute_scales.amax", amax, 0, {optimizer});
+    const int pass = compute(rank, "fp8.precompute_scales.amax", amax, 0, {optimizer}, {{"fp8 scales", amax}});
     comm(rank, StepStream::fsdp_reduce, "fsdp", "fsdp.all_reduce.fp8_scales", scales_, {pass});
   }
 
@@ -407,6 +432,7 @@ class ProgramBuilder {
   static constexpr int kEmbeddingAlone = -1, kOutputAlone = -2;
   bool embedding_alone_ = false, output_alone_ = false;
   std::map<std::int64_t, int> sends_;
+  std::map<WorkMix, int> mix_index_;
   std::vector<std::pair<int, std::int64_t>> pending_;
 };
 

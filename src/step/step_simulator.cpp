@@ -66,6 +66,7 @@ class StepRun {
     live_.assign(static_cast<std::size_t>(p.stages), 0.0);
     last_compute_end_.assign(static_cast<std::size_t>(p.stages), 0);
     idle_.resize(static_cast<std::size_t>(p.stages));
+    busy_by_kind_.resize(static_cast<std::size_t>(p.stages));
     last_dep_.assign(n_, -1);
   }
 
@@ -96,6 +97,7 @@ class StepRun {
       const Tick tail = result_.makespan - last_compute_end_[s];
       if (tail > 0) add_idle(static_cast<int>(s), tail_cause(static_cast<int>(s)), tail);
       for (const auto& [cause, t] : idle_[s]) result_.stages[s].idle_by_cause.emplace_back(cause, t);
+      result_.stages[s].busy_by_kind = rounded(busy_by_kind_[s], result_.stages[s].compute_busy);
     }
     return std::move(result_);
   }
@@ -200,6 +202,21 @@ class StepRun {
   }
 
   void add_idle(int stage, const std::string& cause, Tick t) { idle_[static_cast<std::size_t>(stage)][cause] += t; }
+  // Whole picoseconds summing to `busy` (the rounding remainder to the largest kind).
+  static std::vector<std::pair<std::string, Tick>> rounded(const std::map<std::string, double>& shares, Tick busy) {
+    std::vector<std::pair<std::string, Tick>> out;
+    Tick given = 0;
+    std::size_t largest = 0;
+    for (const auto& [kind, ps] : shares) {
+      const Tick t = static_cast<Tick>(std::llround(ps));
+      if (t <= 0) continue;
+      if (out.empty() || t > out[largest].second) largest = out.size();
+      out.emplace_back(kind, t);
+      given += t;
+    }
+    if (!out.empty()) out[largest].second += busy - given;
+    return out;
+  }
 
   // After a stage's last compute: its own collectives still running, else the slowest stage.
   std::string tail_cause(int stage) const {
@@ -223,6 +240,11 @@ class StepRun {
     st.end = std::max(st.end, now_);
     if (t.stream == StepStream::compute) {
       st.compute_busy += tt.end - tt.start;
+      auto& busy = busy_by_kind_[static_cast<std::size_t>(t.stage)];
+      if (t.mix >= 0)
+        for (const auto& [kind, fraction] : p_.mixes[static_cast<std::size_t>(t.mix)]) busy[kind] += fraction * static_cast<double>(tt.end - tt.start);
+      else if (tt.end > tt.start)
+        busy["other"] += static_cast<double>(tt.end - tt.start);
       last_compute_end_[static_cast<std::size_t>(t.stage)] = now_;
     }
     double& live = live_[static_cast<std::size_t>(t.stage)];
@@ -247,6 +269,7 @@ class StepRun {
   std::vector<double> live_;
   std::vector<Tick> last_compute_end_;
   std::vector<std::map<std::string, Tick>> idle_;
+  std::vector<std::map<std::string, double>> busy_by_kind_;  // per stage: compute time by kind, fractional
   Tick now_ = 0;
   StepSimulation result_;
 };

@@ -10,6 +10,7 @@
 
 #include "tpsim/core/tick.hpp"
 #include "tpsim/step/group_collective.hpp"
+#include "tpsim/step/time_by_kind.hpp"
 #include "tpsim/workload/scenario.hpp"
 
 namespace tpsim {
@@ -22,6 +23,7 @@ struct LayerMoeCosts {
   std::vector<StepCollective> collectives;               // per call
   std::vector<LayerPhase> forward_phases, backward_phases;
   PerTier forward_tp_bytes, backward_tp_bytes, recompute_tp_bytes;  // as LayerCosts'
+  TimeByKind forward_kinds, backward_kinds, recompute_kinds;        // as LayerCosts'
 };
 
 struct LayerCosts {
@@ -39,6 +41,8 @@ struct LayerCosts {
   // its NIC: what a pass draws from the links the other dimensions' collectives also use.
   PerTier forward_tp_bytes, backward_tp_bytes, recompute_tp_bytes;  // per decoder layer
   PerTier output_forward_tp_bytes, output_backward_tp_bytes;        // its all-gather, its reduce-scatter
+  // forward, backward and recompute split by kind of work (each sums to its time).
+  TimeByKind forward_kinds, backward_kinds, recompute_kinds;
 };
 
 // `s`: a training_step scenario; `variant`: the TP strategy of the layers.

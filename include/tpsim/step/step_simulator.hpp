@@ -39,16 +39,21 @@ struct StepTask {
   double activation_bytes = 0;  // added to the stage's live activations when it ends (negative: freed)
   std::vector<int> deps;  // tasks (any stage) that must end first
   int phases = -1;        // a layer pass: its communication phases (StepPlan::phase_templates), for the trace
+  int mix = -1;           // a compute task: what its time is spent on (StepProgram::mixes)
 };
 
 // A communication task on `stream` taking what `cost` charges (time, link tier, SMs held).
 StepTask communication_task(StepStream stream, std::string name, std::string dim, const GroupCollectiveCost& cost,
                             std::vector<int> deps);
 
+// A compute task's work by kind, as fractions of it summing to 1.
+using WorkMix = std::vector<std::pair<std::string, double>>;
+
 struct StepProgram {
   int stages = 1;
   int sm_count = 1;
   std::vector<StepTask> tasks;  // per (stage, stream): in the order they appear
+  std::vector<WorkMix> mixes;   // shared by the tasks of the same kinds of work
   int add(StepTask t) {
     tasks.push_back(std::move(t));
     return static_cast<int>(tasks.size()) - 1;
@@ -66,6 +71,9 @@ struct StageSummary {
   // Compute-stream idle time by what it waited for: "pp" (another stage or a transfer),
   // "fsdp", "dp"; a gap with no dependency to blame (host order) counts as "other".
   std::vector<std::pair<std::string, Tick>> idle_by_cause;
+  // Compute-stream busy time by kind of work, as each task's mix splits its time there
+  // (slowed by communication kernels or not); sums to compute_busy.
+  std::vector<std::pair<std::string, Tick>> busy_by_kind;
 };
 
 struct StepSimulation {
