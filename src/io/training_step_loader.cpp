@@ -318,10 +318,7 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   // Context parallelism's attention loop is built of flash-attention blocks.
   if (t.attention.impl == AttentionImpl::unfused && t.mesh.size(MeshDim::cp) > 1)
     fail_at(w.child_path("attention"), "\"unfused\" is not modelled with context parallelism (cp > 1): its blocks are flash attention");
-  // MLA's keys and values come from a latent: ring or gathered K/V blocks and the unfused
-  // kernels are built for ordinary attention.
-  if (t.model.is_mla() && t.mesh.size(MeshDim::cp) > 1)
-    fail_at(w.child_path("mesh.cp"), "multi-head latent attention is not modelled with context parallelism (cp > 1)");
+  // MLA's unfused kernels are not modelled (its keys and values come from a latent).
   if (t.model.is_mla() && t.attention.impl == AttentionImpl::unfused)
     fail_at(w.child_path("attention"), "\"unfused\" is not modelled for multi-head latent attention");
   // torchtitan's per-op policy is modelled on its dense Llama layer with fused attention.

@@ -16,11 +16,16 @@ struct CpShape {
   std::int64_t tokens = 0;  // this rank's tokens of the microbatch (both chunks of every sequence)
   std::int64_t per_sequence = 0;
   std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  std::int64_t v_head_dim = 0;  // values' (and outputs') width per head: MLA's is narrower than its keys'
 };
 
+// MLA's blocks are its per-head keys and values as the up projection made them: the K/V
+// tensors PyTorch's context_parallel hands SDPA (192-wide keys, 128-wide values for
+// DeepSeek-V3), not the compressed latent.
 CpShape cp_shape(const TrainingStepSpec& t) {
   const int tp = t.mesh.size(MeshDim::tp), cp = t.mesh.size(MeshDim::cp);
-  return {t.rank_tokens(), t.seq_len / cp, t.model.heads / tp, std::max<std::int64_t>(1, t.model.kv_heads / tp), t.model.head_dim};
+  return {t.rank_tokens(), t.seq_len / cp, t.model.heads / tp, std::max<std::int64_t>(1, t.model.kv_heads / tp), t.model.head_dim,
+          t.model.v_head_dim()};
 }
 
 Tick alone(OpPayload op, const HardwareSpec& hw) { return kernels_alone({{"kernel", std::move(op)}}, hw); }
@@ -30,12 +35,12 @@ Tick alone(OpPayload op, const HardwareSpec& hw) { return kernels_alone({{"kerne
 AttentionProblem cp_block_problem(const TrainingStepSpec& t, Dtype dtype, bool backward) {
   const CpShape s = cp_shape(t);
   return AttentionProblem{s.tokens, s.per_sequence, s.heads, s.kv_heads, s.head_dim, true, backward, dtype,
-                          t.attention.impl == AttentionImpl::flash2};
+                          t.attention.impl == AttentionImpl::flash2, s.v_head_dim};
 }
 
 double cp_kv_block_bytes(const TrainingStepSpec& t, double element_bytes) {
   const CpShape s = cp_shape(t);
-  return 2.0 * static_cast<double>(s.tokens) * static_cast<double>(s.kv_heads * s.head_dim) * element_bytes;
+  return static_cast<double>(s.tokens) * static_cast<double>(s.kv_heads * (s.head_dim + s.v_head_dim)) * element_bytes;
 }
 
 CpAttentionCost simulate_cp_attention(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool backward) {
@@ -45,7 +50,8 @@ CpAttentionCost simulate_cp_attention(const TrainingStepSpec& t, const HardwareS
   const CpShape s = cp_shape(t);
   const double e = dtype_bytes(dtype), f32 = 4.0;
   const double q = static_cast<double>(s.tokens) * static_cast<double>(s.heads * s.head_dim);
-  const double kv = static_cast<double>(s.tokens) * static_cast<double>(s.kv_heads * s.head_dim);
+  const double out = static_cast<double>(s.tokens) * static_cast<double>(s.heads * s.v_head_dim);
+  const double kv = static_cast<double>(s.tokens) * static_cast<double>(s.kv_heads * (s.head_dim + s.v_head_dim)) / 2;  // K and V, averaged
   const double kv_block = cp_kv_block_bytes(t, e);
   // Every step is half a (2 chunks x 2 chunks) block: the causal local block, or a full
   // block of one chunk's queries or keys.
@@ -53,7 +59,7 @@ CpAttentionCost simulate_cp_attention(const TrainingStepSpec& t, const HardwareS
   // Forward: fold the block's output and log-sum-exp into the fp32 running output.
   // Backward: add the block's dQ, dK, dV into the fp32 accumulators.
   const Tick fold = backward ? alone(ElementwiseOp{(q + 2 * kv) * (f32 + e), (q + 2 * kv) * f32}, hw)
-                             : alone(ElementwiseOp{q * (f32 + e), q * f32}, hw);
+                             : alone(ElementwiseOp{out * (f32 + e), out * f32}, hw);
   const int leaf = hw.cluster.present() ? hw.cluster.nodes_per_leaf : 0;
   const GroupLayout g = group_layout(t.mesh, MeshDim::cp, hw.fabric.gpus_per_node, leaf);
   const auto charge = [&](const std::string& op, GroupOp kind, double bytes) {
