@@ -133,3 +133,19 @@ TEST_CASE("A sweep over training steps has step columns and may sweep the mesh",
   CHECK(at("exposed_dp_ms") == 0);
   CHECK(at("exposed_pp_ms") < at("step_time_ms"));
 }
+
+TEST_CASE("A training-step sweep may vary the loss, the element-wise kernels and an MLA model's ranks", "[sweep][step]") {
+  const std::string text = R"({"base": {"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "training_step", "seq_len": 4096, "local_batch": 1, "mesh": {"tp": 8}, "cross_entropy": "aten",
+                   "model": {"hidden": 4096, "ffn_hidden": 11008, "heads": 32, "kv_heads": 32, "head_dim": 192, "layers": 2,
+                             "vocab": 32000, "q_lora_rank": 1024, "kv_lora_rank": 512, "rope_head_dim": 64, "v_head_dim": 128}},
+      "variants": ["baseline"]},
+      "axes": {"workload.loss_parallel": [true, false], "workload.elementwise": ["fused", "aten"], "workload.model.kv_lora_rank": [256, 512]}})";
+  const SweepSpec spec = parse_sweep(text, "");
+  REQUIRE(spec.points() == 8);
+  const Scenario last = parse_scenario(spec.scenario_of(7), "");
+  CHECK_FALSE(last.workload.step.loss_parallel);
+  CHECK(last.workload.step.aten_elementwise);
+  CHECK(last.workload.step.model.mla.kv_lora_rank == 512);
+  CHECK(parse_scenario(spec.scenario_of(0), "").workload.step.model.mla.kv_lora_rank == 256);
+}
