@@ -7,14 +7,15 @@ collective_interpolator_data.h): per key such as "sm_90" or "sm_100_B200", one e
 HLO collective (opcode, F32 shape, replica groups over the 8 GPUs of one node) with
 network_throughput_bytes_per_sec. xla/tools/collective_perf_table_gen.cc writes it as
 tensor_size_bytes / median runtime of 20 runs, where tensor_size_bytes is the gathered
-output of an all-gather, the input of a reduce-scatter and the buffer of an all-reduce:
-the sizes nccl-tests and tpsim's "bytes" name. This takes the all-gathers,
-reduce-scatters and all-reduces of one key at --min-bytes and above (of the --group-sizes
-asked for) and writes one row each ("gpus": the group size, "groups": how many ran at once), with the source on every
-row. Smaller ones are left out: the runtime is an XLA executable's, and below a few MiB it
-sits on a floor of 20-80 us that is the runtime's launch, not NCCL (it does not grow with
-the size and jumps between neighbouring sizes); from 256 MiB (the default) it is under 10%. All-to-alls and collective-permutes are
-left out too (no measurement kind of tpsim's runs them alone).
+output of an all-gather, the input of a reduce-scatter and the buffer of an all-reduce or
+all-to-all: the sizes nccl-tests and tpsim's "bytes" name. This takes the all-gathers,
+reduce-scatters, all-reduces and all-to-alls of one key at --min-bytes and above (of the
+--group-sizes asked for) and writes one row each ("gpus": the group size, "groups": how
+many ran at once), with the source on every row. Smaller ones are left out: the runtime is
+an XLA executable's, and below a few MiB it sits on a floor of 20-80 us that is the
+runtime's launch, not NCCL (it does not grow with the size and jumps between neighbouring
+sizes); from 256 MiB (the default) it is under 10%. Collective-permutes are left out too
+(they run in a loop of 100 whose implementation changes with the size).
 
   tools/import_xla_collective_table.py default_collective_perf_table.txtpb --key sm_90 \
       --hardware h100_sxm --source "openxla/xla ... (commit, date)" -o out.json
@@ -24,7 +25,7 @@ import json
 import re
 import sys
 
-KINDS = {"all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce"}
+KINDS = {"all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce", "all-to-all": "all_to_all"}
 ELEMENT_BYTES = {"F32": 4, "BF16": 2, "F16": 2}
 
 
@@ -84,7 +85,7 @@ def main():
     rows.sort(key=lambda r: (r["kind"], r["gpus"], r["bytes"]))
     doc = {"format": "tpsim-measurements", "hardware": a.hardware,
            "description": f"{a.note}{len(rows)} NCCL collectives measured by XLA's team on one node of 8 GPUs (key {a.key}: "
-                          f"all-gathers, reduce-scatters and all-reduces of fp32 over groups of "
+                          f"all-gathers, reduce-scatters, all-reduces and all-to-alls of fp32 over groups of "
                           f"{' and '.join(str(x) for x in sorted(sizes))}, of {a.min_bytes >> 20} MiB and more), written by tools/import_xla_collective_table.py. Each time "
                           "is an XLA executable's median runtime, so it carries the runtime's launch (the 20-80 us "
                           "floor of the table's small sizes, left out here): under 10% of the smallest rows kept (at "

@@ -136,7 +136,7 @@ void add_peer_copy(const Json& args, const std::string& path, double dur, Groups
   groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(dur);
 }
 
-// An all-gather, reduce-scatter or all-reduce kernel sized by `comm` (other collectives are not measured).
+// An all-gather, reduce-scatter, all-reduce or all-to-all kernel sized by `comm` (other collectives are not measured).
 void add_collective(const Json& comm, const std::string& path, double dur, Groups& groups) {
   std::string lower = lowercase(as_string(comm["Collective name"], path + ".\"Collective name\""));
   lower.erase(std::remove(lower.begin(), lower.end(), '_'), lower.end());
@@ -144,7 +144,8 @@ void add_collective(const Json& comm, const std::string& path, double dur, Group
   if (lower.find("allgather") != std::string::npos) m.kind = MeasurementKind::all_gather;
   else if (lower.find("reducescatter") != std::string::npos) m.kind = MeasurementKind::reduce_scatter;
   else if (lower.find("allreduce") != std::string::npos) m.kind = MeasurementKind::all_reduce;
-  else return;  // send/recv, all-to-all, ...: not a class tpsim calibrates from traces
+  else if (lower.find("alltoall") != std::string::npos) m.kind = MeasurementKind::all_to_all;
+  else return;  // send/recv, broadcast, ...: not a class tpsim calibrates from traces
   const int size = dtype_size(as_string(comm.value("dtype", Json()), path + ".dtype"), path + ".dtype");
   m.bytes = number_arg(comm, m.kind == MeasurementKind::all_gather ? "Out msg nelems" : "In msg nelems", path) * size;
   m.gpus = group_size(comm, path);

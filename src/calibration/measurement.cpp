@@ -23,13 +23,14 @@ struct KindInfo {
   std::string_view cls;
 };
 
-constexpr std::array<KindInfo, 13> kKinds = {{
+constexpr std::array<KindInfo, 14> kKinds = {{
     {MeasurementKind::gemm, "gemm", "gemm"},
     {MeasurementKind::peer_copy, "peer_copy", "copy"},
     {MeasurementKind::local_copy, "local_copy", "copy"},
     {MeasurementKind::all_gather, "all_gather", "collective"},
     {MeasurementKind::reduce_scatter, "reduce_scatter", "collective"},
     {MeasurementKind::all_reduce, "all_reduce", "collective"},
+    {MeasurementKind::all_to_all, "all_to_all", "collective"},
     {MeasurementKind::barrier, "barrier", "barrier"},
     {MeasurementKind::launch, "launch", "launch"},
     {MeasurementKind::gemm_with_peer_copy, "gemm_with_peer_copy", "interference"},
@@ -50,7 +51,8 @@ bool has_gemm(MeasurementKind k) {
          k == MeasurementKind::gemm_pair;
 }
 bool is_collective(MeasurementKind k) {
-  return k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter || k == MeasurementKind::all_reduce;
+  return k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter || k == MeasurementKind::all_reduce ||
+         k == MeasurementKind::all_to_all;
 }
 bool has_bytes(MeasurementKind k) {
   return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::gemm_with_peer_copy ||
@@ -160,7 +162,8 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::local_copy: return fmt::format("{} {:.0f} B", kind, m.bytes);
     case MeasurementKind::all_gather:
     case MeasurementKind::reduce_scatter:
-    case MeasurementKind::all_reduce: return fmt::format("{} {:.0f} B x{}{}", kind, m.bytes, m.gpus, at_once);
+    case MeasurementKind::all_reduce:
+    case MeasurementKind::all_to_all: return fmt::format("{} {:.0f} B x{}{}", kind, m.bytes, m.gpus, at_once);
     case MeasurementKind::barrier: return fmt::format("barrier x{}{}", m.gpus, at_once);
     case MeasurementKind::launch: return "launch";
     case MeasurementKind::gemm_with_peer_copy: return fmt::format("gemm {} + peer copy {:.0f} B", shape, m.bytes);

@@ -82,6 +82,23 @@ MeasurementDag measurement_dag(const Measurement& m) {
                                  [&](int group) { return CollectiveOp{kind, m.bytes, group}; });
       return md;
     }
+    case MeasurementKind::all_to_all: {
+      // As NCCL runs it: grouped send/recv, every rank 1/gpus of its buffer to each peer at once.
+      MeasurementDag md{Dag(m.gpus * m.groups)};
+      const std::vector<int> groups = measured_groups(md.dag, m);
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        const int rendezvous = md.dag.new_group(groups[g]);
+        const std::vector<int> ranks = md.dag.process_group(groups[g]).ranks;
+        for (int r : ranks) {
+          std::vector<Transfer> sends;
+          for (int peer : ranks)
+            if (peer != r) sends.push_back({peer, m.bytes / m.gpus});
+          const OpId id = md.dag.add(r, 0, "all_to_all", SendRecvOp{std::move(sends), rendezvous});
+          if (g == 0 && r == ranks.front()) md.target = id;
+        }
+      }
+      return md;
+    }
     case MeasurementKind::barrier: {
       MeasurementDag md{Dag(m.gpus * m.groups)};
       md.target = in_every_group(md.dag, measured_groups(md.dag, m), 0, "barrier", [&](int group) { return BarrierOp{group}; });

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "support/simulate.hpp"
 #include "tpsim/calibration/kineto_import.hpp"
 #include "tpsim/calibration/measurement.hpp"
@@ -367,4 +369,28 @@ TEST_CASE("An all-reduce row: its bus bandwidth counts the bytes twice, and it t
   CHECK(ar > rs);
   CHECK(ar < rs + ag);
   CHECK(error_of(R"([{"kind": "all_reduce", "gpus": 1, "bytes": 8, "time_us": 1}])") == "$.measurements[0].gpus: must be between 2 and 64");
+}
+
+TEST_CASE("An all-to-all row is grouped send/recv: every rank sends 1/n of its buffer to each peer", "[measurement]") {
+  const auto ms = parse(R"([{"kind": "all_to_all", "gpus": 4, "groups": 2, "bytes": 1073741824, "busbw_gbps": 300}])");
+  REQUIRE(ms.size() == 1);
+  CHECK(ms[0].name == "all_to_all 1073741824 B x4 (2 groups at once)");
+  CHECK(ms[0].time_us == Approx(1073741824.0 * 3 / 4 / 300e9 * 1e6));  // nccl-tests' busbw: (n-1)/n of the bytes
+  const MeasurementDag md = measurement_dag(ms[0]);
+  REQUIRE(md.dag.ranks() == 8);
+  for (OpId id = 0; id < md.dag.size(); ++id) {
+    const auto* sr = std::get_if<SendRecvOp>(&md.dag.op(id).payload);
+    REQUIRE(sr != nullptr);
+    double sent = 0;
+    for (const Transfer& t : sr->sends) {
+      CHECK(t.peer / 4 == md.dag.op(id).rank / 4);  // inside its own group
+      sent += t.bytes;
+    }
+    CHECK(sent == Approx(1073741824.0 * 3 / 4));
+  }
+  // Twice the bytes, about twice the time.
+  const auto us = [](double bytes) {
+    return predict_us(parse(fmt::format(R"([{{"kind": "all_to_all", "gpus": 8, "bytes": {}, "time_us": 1}}])", bytes)).front(), test::h100());
+  };
+  CHECK(us(2147483648.0) / us(1073741824.0) == Approx(2).epsilon(0.05));
 }

@@ -23,6 +23,7 @@ enum class MeasurementKind {
   all_gather,            // NCCL ring collective over `gpus`: kernel time on rank 0
   reduce_scatter,
   all_reduce,            // NCCL all-reduce over `gpus` (`bytes`: the buffer each rank holds)
+  all_to_all,            // NCCL all-to-all over `gpus`: grouped send/recv, 1/gpus of each rank's `bytes` to every peer
   barrier,               // cross-GPU barrier over `gpus`
   launch,                // a tiny kernel, from the host's call to its end
   gemm_with_peer_copy,   // 2 GPUs: each runs the GEMM while it copies `bytes` to the other; GEMM time
