@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <stdexcept>
 
@@ -204,16 +205,16 @@ class ProgramBuilder {
     return plan_.program.add(std::move(task));
   }
 
-  // `tp_bytes`: what the pass sends on each link tier (its TP collectives).
-  // `kinds`: what `work` is spent on (summing to it, or empty: "other").
-  int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, const TimeByKind& kinds, int phases = -1,
+  // `tp_bytes`: what the pass sends on each link tier (its TP collectives). `mix`: what
+  // `work` is spent on (an index into the program's mixes; -1: "other").
+  int compute(int stage, std::string name, Tick work, double activation, std::vector<int> deps, int mix, int phases = -1,
               const PerTier& tp_bytes = {}) {
     // Blocking pipeline communication: the stage's next pass waits for its last send.
     if (unwaited_send_ >= 0) deps.push_back(std::exchange(unwaited_send_, -1));
     StepTask task;
     task.stage = stage;
     task.phases = phases;
-    task.mix = mix_of(kinds);
+    task.mix = mix;
     task.name = std::move(name);
     task.work = work;
     task.link_bytes = tp_bytes;
@@ -240,6 +241,21 @@ class ProgramBuilder {
     auto [it, fresh] = mix_index_.try_emplace(mix, static_cast<int>(plan_.program.mixes.size()));
     if (fresh) plan_.program.mixes.push_back(std::move(mix));
     return it->second;
+  }
+
+  // The mix of `layer`'s forward or backward pass: its decoder layer's kinds, with the
+  // embedding, output layer and FSDP copies it carries; one per distinct pass shape.
+  int pass_mix(bool forward, int layer, bool gathered, bool reduced) {
+    const bool moe = is_moe(layer), decoder = layer >= 0;
+    const auto key = std::make_tuple(forward, decoder, moe, with_embedding(layer), with_output(layer), gathered, reduced);
+    if (auto it = pass_mix_.find(key); it != pass_mix_.end()) return it->second;
+    TimeByKind kinds;
+    if (decoder) kinds = forward ? (moe ? c_.moe->forward_kinds : c_.forward_kinds)
+                                 : (moe ? c_.moe->backward_kinds + c_.moe->recompute_kinds : c_.backward_kinds + c_.recompute_kinds);
+    kinds += TimeByKind{{"embedding", with_embedding(layer) ? (forward ? c_.embedding_forward : c_.embedding_backward) : 0},
+                        {"output layer and loss", with_output(layer) ? (forward ? c_.output_forward : c_.output_backward) : 0},
+                        {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced)}};
+    return pass_mix_[key] = mix_of(kinds);
   }
 
   void sent(int send) {
@@ -297,12 +313,8 @@ class ProgramBuilder {
                             (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
           const PerTier tp_bytes = (!decoder ? PerTier{} : moe ? c_.moe->forward_tp_bytes : c_.forward_tp_bytes) +
                                    (with_output(l) ? c_.output_forward_tp_bytes : PerTier{});
-          const TimeByKind kinds = (!decoder ? TimeByKind{} : moe ? c_.moe->forward_kinds : c_.forward_kinds) +
-                                   TimeByKind{{"embedding", with_embedding(l) ? c_.embedding_forward : 0},
-                                              {"output layer and loss", with_output(l) ? c_.output_forward : 0},
-                                              {"fsdp copies", fsdp_copy_time(l, moe, !deps.empty(), false)}};
-          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps, kinds,
-                         !decoder ? -1 : moe ? 2 : 0, tp_bytes);
+          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps,
+                         pass_mix(true, l, !deps.empty(), false), !decoder ? -1 : moe ? 2 : 0, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
@@ -326,14 +338,8 @@ class ProgramBuilder {
                                     : moe  ? c_.moe->backward_tp_bytes + c_.moe->recompute_tp_bytes
                                            : c_.backward_tp_bytes + c_.recompute_tp_bytes) +
                                    (with_output(l) ? c_.output_backward_tp_bytes : PerTier{});
-          const TimeByKind kinds = (!decoder ? TimeByKind{}
-                                    : moe  ? c_.moe->backward_kinds + c_.moe->recompute_kinds
-                                           : c_.backward_kinds + c_.recompute_kinds) +
-                                   TimeByKind{{"embedding", with_embedding(l) ? c_.embedding_backward : 0},
-                                              {"output layer and loss", with_output(l) ? c_.output_backward : 0},
-                                              {"fsdp copies", fsdp_copy_time(l, moe, !deps.empty(), reduces)}};
           last = compute(rank, fmt::format("{}.backward.{}", unit_name(l), mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps,
-                         kinds, !decoder ? -1 : moe ? 3 : 1, tp_bytes);
+                         pass_mix(false, l, !deps.empty(), reduces), !decoder ? -1 : moe ? 3 : 1, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
           if (i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
           int grads_ready = last;
@@ -355,7 +361,7 @@ class ProgramBuilder {
     if (last_reduce >= 0) deps.push_back(last_reduce);
     if (last_all_reduce >= 0) deps.push_back(last_all_reduce);
     const Tick step = optimizer_time(hw_, plan_.stages[static_cast<std::size_t>(rank)].shard);
-    const int optimizer = compute(rank, "optimizer.step", step, 0, deps, {{"optimizer", step}});
+    const int optimizer = compute(rank, "optimizer.step", step, 0, deps, mix_of({{"optimizer", step}}));
     if (t_.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale && t_.weights_gathered_in_fp8()) precompute_scales(rank, optimizer);
   }
 
@@ -365,7 +371,7 @@ class ProgramBuilder {
   void precompute_scales(int rank, int optimizer) {
     const double shard = plan_.stages[static_cast<std::size_t>(rank)].shard - plan_.stages[static_cast<std::size_t>(rank)].edge_shard;
     const Tick amax = kernels_alone({{"fp8.amax", ElementwiseOp{4 * shard, 4 * linear_weights()}}}, hw_);
-    const int pass = compute(rank, "fp8.precompute_scales.amax", amax, 0, {optimizer}, {{"fp8 scales", amax}});
+    const int pass = compute(rank, "fp8.precompute_scales.amax", amax, 0, {optimizer}, mix_of({{"fp8 scales", amax}}));
     comm(rank, StepStream::fsdp_reduce, "fsdp", "fsdp.all_reduce.fp8_scales", scales_, {pass});
   }
 
@@ -433,6 +439,7 @@ class ProgramBuilder {
   bool embedding_alone_ = false, output_alone_ = false;
   std::map<std::int64_t, int> sends_;
   std::map<WorkMix, int> mix_index_;
+  std::map<std::tuple<bool, bool, bool, bool, bool, bool, bool>, int> pass_mix_;
   std::vector<std::pair<int, std::int64_t>> pending_;
 };
 
