@@ -28,7 +28,9 @@ def entries_of(text, key):
     start = text.find(f'key: "{key}"')
     if start < 0:
         sys.exit(f"import_xla_gemm_table: no key \"{key}\" in the table")
-    nxt = re.search(r'\n  entries \{\s*\n\s*key: "', text[start + 1:])
+    # The next GPU's key: in the header's embedded textproto and in the .txtpb alike, a key
+    # line followed by its value block.
+    nxt = re.search(r'\n\s*key: "[^"]+"\s*\n\s*value \{', text[start + 1:])
     section = text[start: start + 1 + nxt.start()] if nxt else text[start:]
     pattern = r'entries \{\s*b: (\d+)\s*m: (\d+)\s*n: (\d+)\s*k: (\d+)\s*((?:flops \{[^}]*\}\s*)+)\}'
     for b, m, n, k, flops in re.findall(pattern, section):
