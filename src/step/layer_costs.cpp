@@ -300,7 +300,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   Tick loss_collectives = 0;
   if (!t.loss_on_vocab_shard())
     loss_collectives += group_collective_cost(GroupOp::all_gather, logits * e, tp_group, hw).time;
-  if (t.aten_cross_entropy && tp > 1 && t.loss_parallel) {
+  if (t.loss_parallel_decomposed()) {
     // loss_parallel (torch/distributed/tensor/parallel/loss.py, read at pytorch 02eef6b):
     // _log_softmax as aten ops (amax, x - max, exp, sum, shifted - logsumexp) with an
     // all-reduce of the maxima and one of the sums, nll_loss's picked values all-reduced; its

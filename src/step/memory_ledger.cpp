@@ -109,8 +109,7 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     // gradient and log_softmax's gradient, fp32 each (the bf16 logits are dropped by then).
     // Under loss_parallel the fused backward's (grad_input + exp(x)) * grad_output holds
     // four: the kept output, grad_input, exp(x) and their sum.
-    const bool decomposed = t.aten_cross_entropy && t.loss_parallel && t.mesh.size(MeshDim::tp) > 1;
-    const double per_logit = !t.aten_cross_entropy ? e + 4 : decomposed ? 16 : 12;
+    const double per_logit = !t.aten_cross_entropy ? e + 4 : t.loss_parallel_decomposed() ? 16 : 12;
     l.parts.emplace_back("logits and loss", static_cast<double>(t.rank_tokens()) * static_cast<double>(t.loss_vocab()) * per_logit);
     // Kept until the output layer's backward, outside any checkpointed layer: the final
     // norm's input (this rank's sequence shard) and the output GEMM's input (gathered over TP

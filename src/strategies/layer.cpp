@@ -102,10 +102,19 @@ class LayerBuilder {
   // latents normalized, the up projections (wq_b, wkv_b) split by heads, wo row-parallel.
   // Every GEMM that reads the gathered input or a latent runs row by row, so the region's
   // decomposition still applies to it.
+  // MLA's widths on this rank: the query and key-value latents (the latter with the shared
+  // rotary key), the per-head queries, up-projected keys-and-values and attention output.
+  struct MlaWidths {
+    std::int64_t ql, kvl, kva, q, kv_up, o;
+  };
+  MlaWidths mla_widths() const {
+    const auto& x = sh_;
+    return {mla_.q_lora_rank, mla_.kv_lora_rank, mla_.kv_lora_rank + mla_.rope_head_dim, x.hq * x.hd,
+            x.hq * (x.hd - mla_.rope_head_dim + x.hv), x.hq * x.hv};
+  }
   void mla_attention_forward() {
     const auto& x = sh_;
-    const std::int64_t ql = mla_.q_lora_rank, kvl = mla_.kv_lora_rank, kva = kvl + mla_.rope_head_dim;
-    const std::int64_t q = x.hq * x.hd, kv_up = x.hq * (x.hd - mla_.rope_head_dim + x.hv), o = x.hq * x.hv;
+    const auto [ql, kvl, kva, q, kv_up, o] = mla_widths();
     norm("attention.norm", x.tr * x.h);
     gather("attention.qkv", x.tr * x.h,
            {{{x.t, ql, x.h}, {x.tr, ql, x.h}}, {{x.t, q, ql}, {x.tr, q, ql}}, {{x.t, kva, x.h}, {x.tr, kva, x.h}},
@@ -118,8 +127,7 @@ class LayerBuilder {
   }
   void mla_attention_backward() {
     const auto& x = sh_;
-    const std::int64_t ql = mla_.q_lora_rank, kvl = mla_.kv_lora_rank, kva = kvl + mla_.rope_head_dim;
-    const std::int64_t q = x.hq * x.hd, kv_up = x.hq * (x.hd - mla_.rope_head_dim + x.hv), o = x.hq * x.hv;
+    const auto [ql, kvl, kva, q, kv_up, o] = mla_widths();
     gather("attention.out.backward", x.tr * x.h, {{{x.t, o, x.h}, {x.tr, o, x.h}}, {{o, x.h, x.t}, {o, x.h, x.tr}}}, Weights::first_gemm);
     attention(true);
     rope(true);

@@ -143,6 +143,8 @@ struct TrainingStepSpec {
   // The loss runs on this rank's vocabulary shard (Megatron-LM's loss, or aten's under
   // loss_parallel); otherwise the output layer gathers every rank's logits first.
   bool loss_on_vocab_shard() const { return !aten_cross_entropy || loss_parallel || mesh.size(MeshDim::tp) == 1; }
+  // aten's loss as loss_parallel decomposes it on the vocabulary shard (TP only).
+  bool loss_parallel_decomposed() const { return aten_cross_entropy && loss_parallel && mesh.size(MeshDim::tp) > 1; }
   // Logits per token on one TP rank.
   std::int64_t loss_vocab() const {
     const int tp = mesh.size(MeshDim::tp);
