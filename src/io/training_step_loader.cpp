@@ -157,8 +157,14 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
     if (t.microbatches % pp != 0)
       fail_at(w.child_path("microbatches"),
               fmt::format("interleaved 1F1B runs microbatches in groups of pp: {} is not a multiple of pp {}", t.microbatches, pp));
+  } else if (t.schedule == PipelineSchedule::interleaved_zero_bubble) {
+    // ScheduleInterleavedZeroBubble's rounds: max(1, m / pp) of them, each as many microbatches.
+    const int rounds = std::max(1, t.microbatches / pp);
+    if (t.microbatches % rounds != 0)
+      fail_at(w.child_path("microbatches"), fmt::format("zero bubble runs microbatches in {} rounds (microbatches / pp): {} is not a multiple of {}",
+                                                        rounds, t.microbatches, rounds));
   } else if (t.virtual_stages != 1) {
-    fail_at(w.child_path("virtual_stages"), fmt::format("only the interleaved schedule has virtual stages (pp_schedule is \"{}\")",
+    fail_at(w.child_path("virtual_stages"), fmt::format("only the interleaved schedules have virtual stages (pp_schedule is \"{}\")",
                                                         pipeline_schedule_name(t.schedule)));
   }
   if (pp > 1 && t.schedule != PipelineSchedule::gpipe && t.microbatches < pp)
@@ -219,6 +225,23 @@ void parse_moe_all_to_all(const ObjectReader& w, TrainingStepSpec& t) {
     fail_at(w.child_path("moe_dispatch_dtype"), "\"fp8\" sends the inputs of fp8 expert GEMMs: it needs \"linear_dtype\": \"fp8\"");
 }
 
+// What a zero-bubble schedule needs: PyTorch runs it (torch.distributed.pipelining), whose
+// ScheduleInterleavedZeroBubble refuses compiled stage modules (pytorch 1fd7abc2) and whose TP
+// keeps the gathered input for the weight gradients; the weight-gradient half is modelled for
+// dense layers with standard attention.
+void check_zero_bubble(const TrainingStepSpec& t, const ObjectReader& w) {
+  if (!t.splits_backward() || t.mesh.size(MeshDim::pp) == 1) return;
+  if (t.compile)
+    fail_at(w.child_path("compile"), "PyTorch's zero-bubble schedule refuses stage modules that used torch.compile "
+                                     "(ScheduleInterleavedZeroBubble): say false or choose another pp_schedule");
+  if (t.model.is_moe() || t.model.is_mla())
+    fail_at(w.child_path("pp_schedule"), fmt::format("\"interleaved_zero_bubble\" is modelled for dense layers with standard attention only "
+                                                     "(this model has {})", t.model.is_moe() ? "experts" : "multi-head latent attention"));
+  if (t.mesh.size(MeshDim::tp) > 1 && !t.tp_saves_gathered_input)
+    fail_at(w.child_path("tp_weight_grad_input"), "zero bubble is PyTorch's schedule, and PyTorch TP keeps the gathered input its weight "
+                                                  "gradients read: say \"saved\"");
+}
+
 }  // namespace
 
 std::vector<std::string> training_step_keys() {
@@ -260,11 +283,13 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
                                {"selective_op", Checkpointing::selective_op}, {"full", Checkpointing::full}});
   t.schedule = parse_choice(w, "pp_schedule", PipelineSchedule::one_f_one_b,
                             {{"gpipe", PipelineSchedule::gpipe}, {"1f1b", PipelineSchedule::one_f_one_b},
-                             {"interleaved_1f1b", PipelineSchedule::interleaved_1f1b}});
+                             {"interleaved_1f1b", PipelineSchedule::interleaved_1f1b},
+                             {"interleaved_zero_bubble", PipelineSchedule::interleaved_zero_bubble}});
   const std::int64_t mb = w.positive_int_or("microbatches", t.mesh.size(MeshDim::pp));
   if (mb > 4096) fail_at(w.child_path("microbatches"), fmt::format("{} is more than the limit 4096", mb));
   t.microbatches = static_cast<int>(mb);
-  const std::int64_t vs = w.positive_int_or("virtual_stages", t.schedule == PipelineSchedule::interleaved_1f1b ? 2 : 1);
+  const bool multi_chunk = t.schedule == PipelineSchedule::interleaved_1f1b || t.schedule == PipelineSchedule::interleaved_zero_bubble;
+  const std::int64_t vs = w.positive_int_or("virtual_stages", multi_chunk ? 2 : 1);
   if (vs > 64) fail_at(w.child_path("virtual_stages"), fmt::format("{} is more than the limit 64", vs));
   t.virtual_stages = static_cast<int>(vs);
   // Without a pipeline, microbatches are gradient accumulation when they divide the local
@@ -346,6 +371,7 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   if (w.has("expert_load")) t.expert_load = parse_expert_load(w, t.model);
   if (w.has("expert_load") && w.has("expert_load_skew"))
     fail_at(w.child_path("expert_load"), "give either expert_load (a histogram) or expert_load_skew, not both");
+  check_zero_bubble(t, w);
   check_divisibility(t, w);
   return t;
 }

@@ -13,6 +13,7 @@
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/op_checkpoint.hpp"
+#include "tpsim/step/weight_gradients.hpp"
 #include "tpsim/strategies/eager_kernels.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/strategies/unfused_attention.hpp"
@@ -338,6 +339,10 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});
   c.output_forward = makespan(fwd, hw) + gather + loss_collectives;
   c.output_backward = makespan(bwd, hw) + scatter;
+  // Never more than the backward they are part of (the layer's overlaps its GEMMs with TP).
+  // MoE and MLA layers are not split (the loader refuses zero bubble for them).
+  if (!t.model.is_moe() && !t.model.is_mla()) c.backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype), c.backward);
+  c.output_backward_weight = std::min(kernels_alone({{"output.backward_weight", GemmOp{{h, v, tokens, s.dtype}}}}, hw), c.output_backward);
   // Each ring member sends (tp - 1) / tp of the buffer to its successor, which is in the next
   // node for one member per node the group spans.
   const GroupLayout tp_spread = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);

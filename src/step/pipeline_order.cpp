@@ -1,27 +1,30 @@
 #include "tpsim/step/pipeline_order.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace tpsim {
 
 namespace {
 
+constexpr PipelinePass F = PipelinePass::forward, B = PipelinePass::backward;
+
 std::vector<PipelineWork> gpipe(int rank, int m) {
   std::vector<PipelineWork> out;
-  for (int i = 0; i < m; ++i) out.push_back({rank, i, true});
-  for (int i = 0; i < m; ++i) out.push_back({rank, i, false});
+  for (int i = 0; i < m; ++i) out.push_back({rank, i, F});
+  for (int i = 0; i < m; ++i) out.push_back({rank, i, B});
   return out;
 }
 
 std::vector<PipelineWork> one_f_one_b(int pp, int rank, int m) {
   std::vector<PipelineWork> out;
   const int warmup = std::min(pp - rank - 1, m);
-  for (int i = 0; i < warmup; ++i) out.push_back({rank, i, true});
+  for (int i = 0; i < warmup; ++i) out.push_back({rank, i, F});
   for (int i = 0; i < m - warmup; ++i) {
-    out.push_back({rank, warmup + i, true});
-    out.push_back({rank, i, false});
+    out.push_back({rank, warmup + i, F});
+    out.push_back({rank, i, B});
   }
-  for (int i = m - warmup; i < m; ++i) out.push_back({rank, i, false});
+  for (int i = m - warmup; i < m; ++i) out.push_back({rank, i, B});
   return out;
 }
 
@@ -31,7 +34,7 @@ std::vector<PipelineWork> interleaved(int pp, int v, int rank, int m) {
   const auto work = [&](int k, bool forward) {
     const int local = (k % group) / pp;
     const int chunk_of_rank = forward ? local : v - 1 - local;
-    return PipelineWork{chunk_of_rank * pp + rank, (k / group) * pp + k % pp, forward};
+    return PipelineWork{chunk_of_rank * pp + rank, (k / group) * pp + k % pp, forward ? F : B};
   };
   const int warmup = std::min((pp - rank - 1) * 2 + (v - 1) * pp, total);
   std::vector<PipelineWork> out;
@@ -44,13 +47,48 @@ std::vector<PipelineWork> interleaved(int pp, int v, int rank, int m) {
   return out;
 }
 
+// ScheduleInterleavedZeroBubble._calculate_single_rank_operations and _get_1f1b_rank_ops
+// (enable_zero_bubble): ops are numbered 0 .. total + warmup - 1; op k forwards (while
+// k < total) the chunk of round k / round, and (from k = warmup) runs the input gradient
+// of the chunk of round (k - warmup) / round, counted backwards.
+std::vector<PipelineWork> interleaved_zero_bubble(int pp, int v, int rank, int m) {
+  const int round = microbatches_per_round(pp, m), total = m * v;
+  const int warmup = std::min((v - 1) * round + pp - 1 - rank, total);
+  const auto forward_chunk = [&](int k) { return (k / round) % v * pp + rank; };
+  const auto backward_chunk = [&](int k) { return (v - 1 - (k - warmup) / round % v) * pp + rank; };
+  std::map<int, int> next_forward, next_input, next_weight;  // per chunk: its next microbatch
+  std::vector<int> input_ops;  // the op numbers of the input gradients run so far
+  std::size_t weights = 0;
+  std::vector<PipelineWork> out;
+  const auto weight = [&] {
+    const int c = backward_chunk(input_ops[weights++]);
+    out.push_back({c, next_weight[c]++, PipelinePass::backward_weight});
+  };
+  for (int k = 0; k < total + warmup; ++k) {
+    if (k < total) {
+      const int c = forward_chunk(k);
+      out.push_back({c, next_forward[c]++, F});
+    }
+    if (k < warmup) continue;
+    const int c = backward_chunk(k);
+    out.push_back({c, next_input[c]++, PipelinePass::backward_input});
+    input_ops.push_back(k);
+    if (k - warmup >= rank) weight();
+  }
+  while (weights < input_ops.size()) weight();
+  return out;
+}
+
 }  // namespace
+
+int microbatches_per_round(int pp, int microbatches) { return microbatches / std::max(1, microbatches / pp); }
 
 std::vector<PipelineWork> pipeline_order(PipelineSchedule s, int pp, int virtual_stages, int microbatches, int rank) {
   switch (s) {
     case PipelineSchedule::gpipe: return gpipe(rank, microbatches);
     case PipelineSchedule::one_f_one_b: return one_f_one_b(pp, rank, microbatches);
     case PipelineSchedule::interleaved_1f1b: return interleaved(pp, virtual_stages, rank, microbatches);
+    case PipelineSchedule::interleaved_zero_bubble: return interleaved_zero_bubble(pp, virtual_stages, rank, microbatches);
   }
   return {};
 }

@@ -11,6 +11,7 @@
 #include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/memory_ledger.hpp"
 #include "tpsim/step/pipeline_order.hpp"
+#include "tpsim/step/weight_gradients.hpp"
 
 namespace tpsim {
 
@@ -43,6 +44,7 @@ class ProgramBuilder {
     dp_ = t.mesh.size(MeshDim::dp);
     plan_.program.stages = pp_;
     plan_.program.sm_count = hw.sm.count;
+    if (t.splits_backward()) kept_for_weights_ = weight_gradient_inputs_bytes(t, e_);
     split_layers();
     price_collectives();
     phase_templates();
@@ -245,17 +247,46 @@ class ProgramBuilder {
 
   // The mix of `layer`'s forward or backward pass: its decoder layer's kinds, with the
   // embedding, output layer and FSDP copies it carries; one per distinct pass shape.
-  int pass_mix(bool forward, int layer, bool gathered, bool reduced) {
-    const bool moe = is_moe(layer), decoder = layer >= 0;
-    const auto key = std::make_tuple(forward, decoder, moe, with_embedding(layer), with_output(layer), gathered, reduced);
+  int pass_mix(PipelinePass pass, int layer, bool gathered, bool reduced) {
+    const bool moe = is_moe(layer), decoder = layer >= 0, forward = pass == PipelinePass::forward;
+    const auto key = std::make_tuple(static_cast<int>(pass), decoder, moe, with_embedding(layer), with_output(layer), gathered, reduced);
     if (auto it = pass_mix_.find(key); it != pass_mix_.end()) return it->second;
     TimeByKind kinds;
     if (decoder) kinds = forward ? (moe ? c_.moe->forward_kinds : c_.forward_kinds)
                                  : (moe ? c_.moe->backward_kinds + c_.moe->recompute_kinds : c_.backward_kinds + c_.recompute_kinds);
+    const Tick output = with_output(layer) ? (forward ? c_.output_forward : c_.output_backward) : 0;
     kinds += TimeByKind{{"embedding", with_embedding(layer) ? (forward ? c_.embedding_forward : c_.embedding_backward) : 0},
-                        {"output layer and loss", with_output(layer) ? (forward ? c_.output_forward : c_.output_backward) : 0},
+                        {"output layer and loss", output},
                         {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced)}};
+    if (pass == PipelinePass::backward_input) {
+      // The weight gradients' GEMMs go to the other half; the embedding's backward is all weight gradient.
+      if (decoder) kinds["gemm"] = std::max<Tick>(0, kinds["gemm"] - c_.backward_weight);
+      kinds["embedding"] = 0;
+      kinds["output layer and loss"] = with_output(layer) ? output - c_.output_backward_weight : 0;
+    } else if (pass == PipelinePass::backward_weight) {
+      kinds = {{"gemm", decoder ? c_.backward_weight : 0},
+               {"embedding", with_embedding(layer) ? c_.embedding_backward : 0},
+               {"output layer and loss", with_output(layer) ? c_.output_backward_weight : 0},
+               {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced)}};
+      if (decoder) kinds += c_.recompute_kinds;
+    }
     return pass_mix_[key] = mix_of(kinds);
+  }
+
+  // A backward pass's own work (without FSDP copies): the whole backward with its
+  // recomputation, or its input-gradient half (less the weight-gradient GEMMs), or its
+  // weight-gradient half (those GEMMs, the embedding's gradient, and the recomputation again:
+  // weight_gradients.hpp).
+  Tick backward_work(int layer, PipelinePass pass) const {
+    const bool moe = is_moe(layer), decoder = layer >= 0;
+    const Tick layer_all = !decoder ? 0 : moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute;
+    const Tick embedding = with_embedding(layer) ? c_.embedding_backward : 0, output = with_output(layer) ? c_.output_backward : 0;
+    const Tick layer_weight = decoder ? c_.backward_weight + c_.recompute : 0, output_weight = with_output(layer) ? c_.output_backward_weight : 0;
+    switch (pass) {
+      case PipelinePass::backward_input: return layer_all - (decoder ? c_.backward_weight : 0) + output - output_weight;
+      case PipelinePass::backward_weight: return layer_weight + embedding + output_weight;
+      default: return layer_all + embedding + output;
+    }
   }
 
   void sent(int send) {
@@ -299,7 +330,7 @@ class ProgramBuilder {
       const auto& layers = plan_.layers_of_chunk[static_cast<std::size_t>(w.chunk)];
       const std::string mb = fmt::format("mb{}", w.microbatch);
       int last = -1;
-      if (w.forward) {
+      if (w.forward()) {
         for (std::size_t i = 0; i < layers.size(); ++i) {
           const int l = layers[i];
           std::vector<int> deps;
@@ -314,7 +345,7 @@ class ProgramBuilder {
           const PerTier tp_bytes = (!decoder ? PerTier{} : moe ? c_.moe->forward_tp_bytes : c_.forward_tp_bytes) +
                                    (with_output(l) ? c_.output_forward_tp_bytes : PerTier{});
           last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps,
-                         pass_mix(true, l, !deps.empty(), false), !decoder ? -1 : moe ? 2 : 0, tp_bytes);
+                         pass_mix(PipelinePass::forward, l, !deps.empty(), false), !decoder ? -1 : moe ? 2 : 0, tp_bytes);
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
@@ -322,26 +353,34 @@ class ProgramBuilder {
           sent(sends_[key(w.chunk, w.microbatch, true)] =
                    comm(rank, StepStream::pp_forward, "pp", fmt::format("pp.send.activations.chunk{}.{}", w.chunk, mb), send_, {last}));
       } else {
-        const bool final_backward = ++backwards_seen[w.chunk] == t_.microbatches;
+        // A whole backward, or (zero bubble) its input-gradient or weight-gradient half: the
+        // input half sends the gradient on, the weight half makes the gradients FSDP and DP reduce.
+        const bool input = w.pass != PipelinePass::backward_weight, weight = w.pass != PipelinePass::backward_input;
+        const bool final_backward = weight && ++backwards_seen[w.chunk] == t_.microbatches;
+        const char* pass = w.pass == PipelinePass::backward ? "backward" : input ? "backward_input" : "backward_weight";
         for (std::size_t i = layers.size(); i-- > 0;) {
           const int l = layers[i];
           std::vector<int> deps;
           const bool moe = is_moe(l), decoder = l >= 0;
-          if (fsdp_ > 1 && !keep)
+          if (input && fsdp_ > 1 && !keep)
             deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", "fsdp.all_gather." + unit_name(l) + ".backward",
                                 unit(l, gather_, gather_moe_, gather_edge_), gather_window()));
-          const bool reduces = fsdp_ > 1 && (!keep || final_backward);
-          const Tick work = (!decoder ? 0 : moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute) +
-                            (with_embedding(l) ? c_.embedding_backward : 0) + (with_output(l) ? c_.output_backward : 0) +
-                            fsdp_copy_time(l, moe, !deps.empty(), reduces);
-          const PerTier tp_bytes = (!decoder ? PerTier{}
-                                    : moe  ? c_.moe->backward_tp_bytes + c_.moe->recompute_tp_bytes
-                                           : c_.backward_tp_bytes + c_.recompute_tp_bytes) +
-                                   (with_output(l) ? c_.output_backward_tp_bytes : PerTier{});
-          last = compute(rank, fmt::format("{}.backward.{}", unit_name(l), mb), work, !decoder ? 0 : -(moe ? moe_act : dense_act), deps,
-                         pass_mix(false, l, !deps.empty(), reduces), !decoder ? -1 : moe ? 3 : 1, tp_bytes);
-          if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
-          if (i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
+          const bool reduces = weight && fsdp_ > 1 && (!keep || final_backward);
+          const Tick work = backward_work(l, w.pass) + fsdp_copy_time(l, moe, !deps.empty(), reduces);
+          // The weight half sends what its recomputation does (the forward's TP collectives under full checkpointing).
+          const PerTier tp_bytes = !decoder ? (input && with_output(l) ? c_.output_backward_tp_bytes : PerTier{})
+                                   : !input ? c_.recompute_tp_bytes
+                                            : (moe ? c_.moe->backward_tp_bytes + c_.moe->recompute_tp_bytes : c_.backward_tp_bytes + c_.recompute_tp_bytes) +
+                                                  (with_output(l) ? c_.output_backward_tp_bytes : PerTier{});
+          // Activations are freed once the weight gradients are taken; a split backward keeps
+          // every linear's output gradient from its input half to its weight half.
+          const double act = !decoder ? 0 : moe ? moe_act : dense_act;
+          const double freed = w.pass == PipelinePass::backward ? -act : input ? kept_for_weights_ : -(act + kept_for_weights_);
+          last = compute(rank, fmt::format("{}.{}.{}", unit_name(l), pass, mb), work, !decoder ? 0 : freed, deps,
+                         pass_mix(w.pass, l, !deps.empty(), reduces), !decoder || !input ? -1 : moe ? 3 : 1, tp_bytes);
+          if (decoder && input) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
+          if (input && i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
+          if (!weight) continue;
           int grads_ready = last;
           if (reduces)
             grads_ready = last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", "fsdp.reduce_scatter." + unit_name(l),
@@ -352,7 +391,7 @@ class ProgramBuilder {
                                    unit(l, all_reduce_, all_reduce_moe_, all_reduce_edge_), {grads_ready});
           }
         }
-        if (w.chunk > 0)
+        if (input && w.chunk > 0)
           sent(sends_[key(w.chunk, w.microbatch, false)] =
                    comm(rank, StepStream::pp_backward, "pp", fmt::format("pp.send.gradients.chunk{}.{}", w.chunk, mb), send_, {last}));
       }
@@ -434,12 +473,13 @@ class ProgramBuilder {
   StepPlan plan_;
   std::vector<int> history_;
   int unwaited_send_ = -1;  // blocking p2p: the send the stage's next pass waits for
+  double kept_for_weights_ = 0;  // a split backward: what a layer keeps from its input half to its weight half
   // Entries of layers_of_chunk for a first or last chunk with no decoder layer.
   static constexpr int kEmbeddingAlone = -1, kOutputAlone = -2;
   bool embedding_alone_ = false, output_alone_ = false;
   std::map<std::int64_t, int> sends_;
   std::map<WorkMix, int> mix_index_;
-  std::map<std::tuple<bool, bool, bool, bool, bool, bool, bool>, int> pass_mix_;
+  std::map<std::tuple<int, bool, bool, bool, bool, bool, bool>, int> pass_mix_;
   std::vector<std::pair<int, std::int64_t>> pending_;
 };
 

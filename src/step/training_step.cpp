@@ -54,10 +54,11 @@ StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, c
   // TP, CP and EP communication is exposed inside every layer pass (the block-level, CP and
   // MoE simulations' own figures), per stage on average. Full checkpointing runs every
   // layer's forward again inside its backward.
-  const bool full = t.checkpoint == Checkpointing::full;
+  // A zero-bubble schedule runs it again for the weight half (weight_gradients.hpp).
+  const double recomputes = t.checkpoint != Checkpointing::full ? 0.0 : t.splits_backward() ? 2.0 : 1.0;
   const auto inside = [&](const LayerPasses& p, Tick fwd, Tick bwd) {
     const double f = p.forward / stages, b = p.backward / stages;
-    return (f + (full ? b : 0)) * static_cast<double>(fwd) + b * static_cast<double>(bwd);
+    return (f + recomputes * b) * static_cast<double>(fwd) + b * static_cast<double>(bwd);
   };
   const LayerPasses& dense = run.plan.dense_passes;
   const LayerPasses& moe = run.plan.moe_passes;

@@ -12,25 +12,32 @@ using namespace tpsim;
 
 namespace {
 
-// A pipeline with free communication: every chunk's forward costs tf / v, its backward tb / v.
-StepProgram pipeline(PipelineSchedule s, int pp, int v, int m, Tick tf, Tick tb, double activation = 0) {
+// A pipeline with free communication: every chunk's forward costs tf / v, its backward tb / v,
+// of which tw / v is the weight-gradient half a zero-bubble schedule runs on its own.
+StepProgram pipeline(PipelineSchedule s, int pp, int v, int m, Tick tf, Tick tb, double activation = 0, Tick tw = 0) {
   StepProgram p;
   p.stages = pp;
   p.sm_count = 132;
-  std::map<std::tuple<int, int, bool>, int> done;  // (chunk, mb, forward) -> task
-  std::vector<std::pair<int, std::tuple<int, int, bool>>> pending;
+  std::map<std::tuple<int, int, int>, int> done;  // (chunk, mb, pass) -> task
+  std::vector<std::pair<int, std::tuple<int, int, int>>> pending;
   const int chunks = pp * v;
   for (int r = 0; r < pp; ++r)
     for (const PipelineWork& w : pipeline_order(s, pp, v, m, r)) {
       StepTask t;
       t.stage = r;
-      t.name = fmt::format("chunk{}.mb{}.{}", w.chunk, w.microbatch, w.forward ? "F" : "B");
-      t.work = (w.forward ? tf : tb) / v;
-      t.activation_bytes = w.forward ? activation : -activation;
+      const int pass = static_cast<int>(w.pass);
+      t.name = fmt::format("chunk{}.mb{}.{}", w.chunk, w.microbatch, "FBIW"[pass]);
+      switch (w.pass) {
+        case PipelinePass::forward: t.work = tf / v, t.activation_bytes = activation; break;
+        case PipelinePass::backward: t.work = tb / v, t.activation_bytes = -activation; break;
+        case PipelinePass::backward_input: t.work = (tb - tw) / v; break;
+        case PipelinePass::backward_weight: t.work = tw / v, t.activation_bytes = -activation; break;
+      }
       const int id = p.add(t);
-      done[{w.chunk, w.microbatch, w.forward}] = id;
-      if (w.forward && w.chunk > 0) pending.push_back({id, {w.chunk - 1, w.microbatch, true}});
-      if (!w.forward && w.chunk < chunks - 1) pending.push_back({id, {w.chunk + 1, w.microbatch, false}});
+      done[{w.chunk, w.microbatch, pass}] = id;
+      if (w.forward() && w.chunk > 0) pending.push_back({id, {w.chunk - 1, w.microbatch, pass}});
+      const bool sends_back = w.pass == PipelinePass::backward || w.pass == PipelinePass::backward_input;
+      if (sends_back && w.chunk < chunks - 1) pending.push_back({id, {w.chunk + 1, w.microbatch, pass}});
     }
   for (const auto& [id, key] : pending) p.tasks[static_cast<std::size_t>(id)].deps.push_back(done.at(key));
   return p;
@@ -75,6 +82,56 @@ TEST_CASE("1F1B keeps at most pp microbatches alive on the first stage - GPipe k
     CHECK(one.stages[static_cast<std::size_t>(r)].peak_activation_bytes == pp - r);
     CHECK(gpipe.stages[static_cast<std::size_t>(r)].peak_activation_bytes == m);
   }
+}
+
+// PyTorch's ScheduleInterleavedZeroBubble orders, as its _calculate_single_rank_operations
+// writes them (pytorch 1fd7abc2; printed as stage, F/I/W, microbatch).
+std::string order_string(int pp, int v, int m, int rank) {
+  std::string out;
+  for (const PipelineWork& w : pipeline_order(PipelineSchedule::interleaved_zero_bubble, pp, v, m, rank))
+    out += fmt::format("{}{}{}{}", out.empty() ? "" : " ", w.chunk, "FBIW"[static_cast<int>(w.pass)], w.microbatch);
+  return out;
+}
+
+TEST_CASE("the zero-bubble order is PyTorch's ZB1P", "[step][pipeline][zero_bubble]") {
+  CHECK(order_string(4, 1, 8, 0) == "0F0 0F1 0F2 0F3 0I0 0W0 0F4 0I1 0W1 0F5 0I2 0W2 0F6 0I3 0W3 0F7 0I4 0W4 0I5 0W5 0I6 0W6 0I7 0W7");
+  CHECK(order_string(4, 1, 8, 3) == "3F0 3I0 3F1 3I1 3F2 3I2 3F3 3I3 3W0 3F4 3I4 3W1 3F5 3I5 3W2 3F6 3I6 3W3 3F7 3I7 3W4 3W5 3W6 3W7");
+  CHECK(order_string(2, 2, 4, 1) == "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 3W2 1I2 3W3 1I3 1W2 1W3");
+  // Every chunk's microbatch runs F, then I, then W, each exactly once.
+  for (int rank = 0; rank < 3; ++rank) {
+    std::map<std::pair<int, int>, std::string> seen;
+    for (const PipelineWork& w : pipeline_order(PipelineSchedule::interleaved_zero_bubble, 3, 2, 6, rank))
+      seen[{w.chunk, w.microbatch}] += "FBIW"[static_cast<int>(w.pass)];
+    CHECK(seen.size() == 12);
+    for (const auto& [key, passes] : seen) CHECK(passes == "FIW");
+  }
+}
+
+TEST_CASE("splitting off the weight gradients shrinks the bubble and never lengthens the step", "[step][pipeline][zero_bubble]") {
+  for (auto [pp, m] : {std::pair{4, 8}, std::pair{4, 4}, std::pair{8, 16}})
+    for (int v : {1, 2}) {
+      // Backward twice the forward, half of it weight gradients (a linear layer's dX and dW GEMMs).
+      const StepSimulation base = simulate_step(pipeline(v == 1 ? PipelineSchedule::one_f_one_b : PipelineSchedule::interleaved_1f1b, pp, v, m,
+                                                         4'000'000, 8'000'000));
+      const StepSimulation zb = simulate_step(pipeline(PipelineSchedule::interleaved_zero_bubble, pp, v, m, 4'000'000, 8'000'000, 0, 4'000'000));
+      INFO(fmt::format("pp {} m {} v {}", pp, m, v));
+      CHECK(zb.makespan < base.makespan);
+      CHECK(bubble(zb, 0) < bubble(base, 0));
+      // Work is conserved: the step is at least every stage's own work.
+      CHECK(zb.makespan >= static_cast<Tick>(m) * 12'000'000);
+    }
+  // With no weight gradient to move, the split schedule is no better than 1F1B's bubble.
+  const StepSimulation none = simulate_step(pipeline(PipelineSchedule::interleaved_zero_bubble, 4, 1, 8, 4'000'000, 8'000'000));
+  CHECK(none.makespan == static_cast<Tick>(8 + 4 - 1) * 12'000'000);
+}
+
+TEST_CASE("zero bubble keeps activations until the weight gradients are taken", "[step][pipeline][memory][zero_bubble]") {
+  const int pp = 4, m = 12;
+  const auto one = simulate_step(pipeline(PipelineSchedule::one_f_one_b, pp, 1, m, 1000, 2000, 1.0));
+  const auto zb = simulate_step(pipeline(PipelineSchedule::interleaved_zero_bubble, pp, 1, m, 1000, 2000, 1.0, 1000));
+  for (int r = 0; r < pp; ++r) CHECK(zb.stages[static_cast<std::size_t>(r)].peak_activation_bytes >= one.stages[static_cast<std::size_t>(r)].peak_activation_bytes);
+  // The last stage defers its first W by pp - 1 microbatches: that many more alive than 1F1B's one.
+  CHECK(zb.stages[pp - 1].peak_activation_bytes == pp);
 }
 
 TEST_CASE("a compute task runs on the SMs a concurrent collective leaves", "[step][sharing]") {

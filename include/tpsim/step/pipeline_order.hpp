@@ -7,7 +7,15 @@
 //    remaining backwards (Schedule1F1B; Megatron-LM forward_backward_pipelining_without_interleaving);
 //  - interleaved_1f1b: v chunks per rank (chunk c on rank c mod pp), microbatches in
 //    groups of pp, (pp - rank - 1) x 2 + (v - 1) x pp warm-up forwards (Megatron-LM
-//    forward_backward_pipelining_with_interleaving; PyTorch ScheduleInterleaved1F1B).
+//    forward_backward_pipelining_with_interleaving; PyTorch ScheduleInterleaved1F1B);
+//  - interleaved_zero_bubble: PyTorch's ScheduleInterleavedZeroBubble, the ZB1P schedule of
+//    Qi et al. 2024 (torch/distributed/pipelining/schedules.py at pytorch 1fd7abc2,
+//    _get_1f1b_rank_ops with enable_zero_bubble): v chunks per rank as interleaved 1F1B,
+//    microbatches in rounds of m / max(1, m / pp), (v - 1) x round + pp - rank - 1 warm-up
+//    forwards; each backward is split into its input gradient (I, what the previous stage
+//    waits for) and its weight gradient (W); in the steady state and the cool-down each
+//    I is followed, after the first `rank` of them, by the W of the oldest I not yet
+//    followed, and the remaining W close the step.
 // The bubble is not computed from this: it comes from running the orders together.
 #include <vector>
 
@@ -15,11 +23,19 @@
 
 namespace tpsim {
 
+// A whole backward, or its input-gradient or weight-gradient half (zero-bubble schedules).
+enum class PipelinePass { forward, backward, backward_input, backward_weight };
+
 struct PipelineWork {
   int chunk = 0;  // global model chunk: 0 .. pp x v - 1, layers in order
   int microbatch = 0;
-  bool forward = true;
+  PipelinePass pass = PipelinePass::forward;
+  bool forward() const { return pass == PipelinePass::forward; }
 };
+
+// Microbatches per round of the interleaved schedules as PyTorch counts them: m / max(1, m / pp)
+// (m must be a multiple of the number of rounds).
+int microbatches_per_round(int pp, int microbatches);
 
 std::vector<PipelineWork> pipeline_order(PipelineSchedule s, int pp, int virtual_stages, int microbatches, int rank);
 
