@@ -163,6 +163,9 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
     if (t.microbatches % rounds != 0)
       fail_at(w.child_path("microbatches"), fmt::format("zero bubble runs microbatches in {} rounds (microbatches / pp): {} is not a multiple of {}",
                                                         rounds, t.microbatches, rounds));
+  } else if (t.schedule == PipelineSchedule::zbv_zero_bubble) {
+    if (t.virtual_stages != 2)
+      fail_at(w.child_path("virtual_stages"), fmt::format("ZBV places exactly 2 chunks on each rank (ScheduleZBVZeroBubble), got {}", t.virtual_stages));
   } else if (t.virtual_stages != 1) {
     fail_at(w.child_path("virtual_stages"), fmt::format("only the interleaved schedules have virtual stages (pp_schedule is \"{}\")",
                                                         pipeline_schedule_name(t.schedule)));
@@ -226,17 +229,18 @@ void parse_moe_all_to_all(const ObjectReader& w, TrainingStepSpec& t) {
 }
 
 // What a zero-bubble schedule needs: PyTorch runs it (torch.distributed.pipelining), whose
-// ScheduleInterleavedZeroBubble refuses compiled stage modules (pytorch 1fd7abc2) and whose TP
+// zero-bubble schedules refuse compiled stage modules (ScheduleInterleavedZeroBubble at pytorch
+// 1fd7abc2; both, and ZBV, through _check_torch_compile_compatibility later) and whose TP
 // keeps the gathered input for the weight gradients; the weight-gradient half is modelled for
 // dense layers with standard attention.
 void check_zero_bubble(const TrainingStepSpec& t, const ObjectReader& w) {
   if (!t.splits_backward() || t.mesh.size(MeshDim::pp) == 1) return;
   if (t.compile)
-    fail_at(w.child_path("compile"), "PyTorch's zero-bubble schedule refuses stage modules that used torch.compile "
-                                     "(ScheduleInterleavedZeroBubble): say false or choose another pp_schedule");
+    fail_at(w.child_path("compile"), "PyTorch's zero-bubble schedules refuse stage modules that used torch.compile "
+                                     "(_check_torch_compile_compatibility): say false or choose another pp_schedule");
   if (t.model.is_moe() || t.model.is_mla())
-    fail_at(w.child_path("pp_schedule"), fmt::format("\"interleaved_zero_bubble\" is modelled for dense layers with standard attention only "
-                                                     "(this model has {})", t.model.is_moe() ? "experts" : "multi-head latent attention"));
+    fail_at(w.child_path("pp_schedule"), fmt::format("\"{}\" is modelled for dense layers with standard attention only (this model has {})",
+                                                     pipeline_schedule_name(t.schedule), t.model.is_moe() ? "experts" : "multi-head latent attention"));
   if (t.mesh.size(MeshDim::tp) > 1 && !t.tp_saves_gathered_input)
     fail_at(w.child_path("tp_weight_grad_input"), "zero bubble is PyTorch's schedule, and PyTorch TP keeps the gathered input its weight "
                                                   "gradients read: say \"saved\"");
@@ -284,11 +288,13 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   t.schedule = parse_choice(w, "pp_schedule", PipelineSchedule::one_f_one_b,
                             {{"gpipe", PipelineSchedule::gpipe}, {"1f1b", PipelineSchedule::one_f_one_b},
                              {"interleaved_1f1b", PipelineSchedule::interleaved_1f1b},
-                             {"interleaved_zero_bubble", PipelineSchedule::interleaved_zero_bubble}});
+                             {"interleaved_zero_bubble", PipelineSchedule::interleaved_zero_bubble},
+                             {"zbv_zero_bubble", PipelineSchedule::zbv_zero_bubble}});
   const std::int64_t mb = w.positive_int_or("microbatches", t.mesh.size(MeshDim::pp));
   if (mb > 4096) fail_at(w.child_path("microbatches"), fmt::format("{} is more than the limit 4096", mb));
   t.microbatches = static_cast<int>(mb);
-  const bool multi_chunk = t.schedule == PipelineSchedule::interleaved_1f1b || t.schedule == PipelineSchedule::interleaved_zero_bubble;
+  const bool multi_chunk = t.schedule == PipelineSchedule::interleaved_1f1b || t.schedule == PipelineSchedule::interleaved_zero_bubble ||
+                           t.schedule == PipelineSchedule::zbv_zero_bubble;
   const std::int64_t vs = w.positive_int_or("virtual_stages", multi_chunk ? 2 : 1);
   if (vs > 64) fail_at(w.child_path("virtual_stages"), fmt::format("{} is more than the limit 64", vs));
   t.virtual_stages = static_cast<int>(vs);

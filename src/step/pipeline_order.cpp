@@ -79,7 +79,38 @@ std::vector<PipelineWork> interleaved_zero_bubble(int pp, int v, int rank, int m
   return out;
 }
 
+// ScheduleZBVZeroBubble._calculate_single_rank_operations: counted as if there were at least
+// 2 pp - 1 microbatches, the ones beyond m then dropped.
+std::vector<PipelineWork> zbv(int pp, int rank, int m) {
+  const int n = std::max(2 * pp - 1, m), first = rank, second = 2 * pp - 1 - rank;
+  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  std::vector<PipelineWork> out;
+  const auto add = [&](int chunk, PipelinePass pass, int mb) {
+    if (mb < m) out.push_back({chunk, mb, pass});
+  };
+  constexpr PipelinePass I = PipelinePass::backward_input, W = PipelinePass::backward_weight;
+  for (int i = 0; i < 2 * (pp - rank) - 1; ++i) add(first, F, f0++);
+  for (int i = 0; i < rank; ++i) add(second, F, f1++), add(first, F, f0++);
+  for (int i = 0; i < pp - rank; ++i) add(second, F, f1++), add(second, I, b1), add(second, W, b1++);
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n) add(first, F, f0++);
+    add(first, I, b0), add(first, W, b0++);
+    add(second, F, f1++), add(second, I, b1), add(second, W, b1++);
+  }
+  int w0 = b0, w1 = b1;
+  for (int i = 0; i < rank; ++i) add(first, I, b0++), add(second, I, b1++);
+  for (int i = 0; i < pp - rank; ++i) add(first, I, b0++), add(first, W, w0++);
+  while (w1 < b1) add(second, W, w1++);
+  while (w0 < b0) add(first, W, w0++);
+  return out;
+}
+
 }  // namespace
+
+int chunk_rank(PipelineSchedule s, int pp, int chunk) {
+  if (s == PipelineSchedule::zbv_zero_bubble) return chunk < pp ? chunk : 2 * pp - 1 - chunk;
+  return chunk % pp;
+}
 
 int microbatches_per_round(int pp, int microbatches) { return microbatches / std::max(1, microbatches / pp); }
 
@@ -89,6 +120,7 @@ std::vector<PipelineWork> pipeline_order(PipelineSchedule s, int pp, int virtual
     case PipelineSchedule::one_f_one_b: return one_f_one_b(pp, rank, microbatches);
     case PipelineSchedule::interleaved_1f1b: return interleaved(pp, virtual_stages, rank, microbatches);
     case PipelineSchedule::interleaved_zero_bubble: return interleaved_zero_bubble(pp, virtual_stages, rank, microbatches);
+    case PipelineSchedule::zbv_zero_bubble: return zbv(pp, rank, microbatches);
   }
   return {};
 }

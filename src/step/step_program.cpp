@@ -86,7 +86,7 @@ class ProgramBuilder {
     }
     embedding_alone_ = plan_.layers_of_chunk.front().front() == kEmbeddingAlone;
     output_alone_ = plan_.layers_of_chunk.back().back() == kOutputAlone;
-    plan_.last_stage = (chunks - 1) % pp_;
+    plan_.last_stage = chunk_rank(t_.schedule, pp_, chunks - 1);
   }
 
   GroupLayout layout(std::vector<MeshDim> dims) const {
@@ -293,6 +293,17 @@ class ProgramBuilder {
     if (t_.pp_p2p_blocking) unwaited_send_ = send;
   }
 
+  // A chunk's output (activations forward, gradients backward) handed to chunk `to`: sent to
+  // the rank that runs it, or, where the same rank runs it (the V of zbv_zero_bubble), passed
+  // on in memory: the receiving pass waits for `last` alone.
+  void handoff(int rank, int to, std::int64_t k, StepStream stream, std::string name, int last) {
+    if (chunk_rank(t_.schedule, pp_, to) == rank) {
+      sends_[k] = last;
+      return;
+    }
+    sent(sends_[k] = comm(rank, stream, "pp", std::move(name), send_, {last}));
+  }
+
   // FSDP2 keeps at most two layers gathered: the next all-gather waits for the layer two back.
   std::vector<int> gather_window() const {
     if (history_.size() < 2) return {};
@@ -349,9 +360,8 @@ class ProgramBuilder {
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
-        if (w.chunk < last_chunk)
-          sent(sends_[key(w.chunk, w.microbatch, true)] =
-                   comm(rank, StepStream::pp_forward, "pp", fmt::format("pp.send.activations.chunk{}.{}", w.chunk, mb), send_, {last}));
+        if (w.chunk < last_chunk) handoff(rank, w.chunk + 1, key(w.chunk, w.microbatch, true), StepStream::pp_forward,
+                                          fmt::format("pp.send.activations.chunk{}.{}", w.chunk, mb), last);
       } else {
         // A whole backward, or (zero bubble) its input-gradient or weight-gradient half: the
         // input half sends the gradient on, the weight half makes the gradients FSDP and DP reduce.
@@ -391,9 +401,8 @@ class ProgramBuilder {
                                    unit(l, all_reduce_, all_reduce_moe_, all_reduce_edge_), {grads_ready});
           }
         }
-        if (input && w.chunk > 0)
-          sent(sends_[key(w.chunk, w.microbatch, false)] =
-                   comm(rank, StepStream::pp_backward, "pp", fmt::format("pp.send.gradients.chunk{}.{}", w.chunk, mb), send_, {last}));
+        if (input && w.chunk > 0) handoff(rank, w.chunk - 1, key(w.chunk, w.microbatch, false), StepStream::pp_backward,
+                                          fmt::format("pp.send.gradients.chunk{}.{}", w.chunk, mb), last);
       }
     }
     std::vector<int> deps;
@@ -439,7 +448,8 @@ class ProgramBuilder {
   StageParams stage_params(int rank) const {
     StageParams p;
     const double e = t_.model.embedding_params();
-    for (int c = rank; c < t_.chunks(); c += pp_)
+    for (int c = 0; c < t_.chunks(); ++c) {
+      if (chunk_rank(t_.schedule, pp_, c) != rank) continue;
       for (int l : plan_.layers_of_chunk[static_cast<std::size_t>(c)]) {
         double everyone = l < 0 ? 0 : t_.model.layer_params(), routed = 0;
         if (l >= 0 && t_.model.moe_layer(l)) everyone = t_.model.moe_dense_params(), routed = t_.model.routed_expert_params() / ep_;
@@ -453,6 +463,7 @@ class ProgramBuilder {
         p.local += (everyone + routed) / tp_;
         p.shard += everyone / tp_ / fsdp_ + routed / tp_ / t_.expert_shard_ranks();
       }
+    }
     return p;
   }
 

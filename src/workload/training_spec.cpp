@@ -54,6 +54,7 @@ std::string_view pipeline_schedule_name(PipelineSchedule p) {
     case PipelineSchedule::one_f_one_b: return "1f1b";
     case PipelineSchedule::interleaved_1f1b: return "interleaved_1f1b";
     case PipelineSchedule::interleaved_zero_bubble: return "interleaved_zero_bubble";
+    case PipelineSchedule::zbv_zero_bubble: return "zbv_zero_bubble";
   }
   return "?";
 }

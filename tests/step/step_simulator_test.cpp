@@ -107,6 +107,21 @@ TEST_CASE("the zero-bubble order is PyTorch's ZB1P", "[step][pipeline][zero_bubb
   }
 }
 
+std::string zbv_string(int pp, int m, int rank) {
+  std::string out;
+  for (const PipelineWork& w : pipeline_order(PipelineSchedule::zbv_zero_bubble, pp, 2, m, rank))
+    out += fmt::format("{}{}{}{}", out.empty() ? "" : " ", w.chunk, "FBIW"[static_cast<int>(w.pass)], w.microbatch);
+  return out;
+}
+
+TEST_CASE("the ZBV order is PyTorch's, its chunks in a V", "[step][pipeline][zero_bubble]") {
+  CHECK(zbv_string(2, 4, 0) == "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 3W3 0I2 0W2 0I3 0W3");
+  CHECK(zbv_string(2, 4, 1) == "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 1I2 2I3 1I3 1W2 2W3 1W3");
+  CHECK(zbv_string(4, 4, 3) == "3F0 4F0 3F1 4F1 3F2 4F2 3F3 4F3 4I0 4W0 3I0 3W0 4I1 4W1 3I1 3W1 4I2 4W2 3I2 3W2 4I3 4W3 3I3 3W3");
+  for (int c = 0; c < 8; ++c) CHECK(chunk_rank(PipelineSchedule::zbv_zero_bubble, 4, c) == (c < 4 ? c : 7 - c));
+  CHECK(chunk_rank(PipelineSchedule::interleaved_zero_bubble, 4, 6) == 2);
+}
+
 TEST_CASE("splitting off the weight gradients shrinks the bubble and never lengthens the step", "[step][pipeline][zero_bubble]") {
   for (auto [pp, m] : {std::pair{4, 8}, std::pair{4, 4}, std::pair{8, 16}})
     for (int v : {1, 2}) {
@@ -123,6 +138,20 @@ TEST_CASE("splitting off the weight gradients shrinks the bubble and never lengt
   // With no weight gradient to move, the split schedule is no better than 1F1B's bubble.
   const StepSimulation none = simulate_step(pipeline(PipelineSchedule::interleaved_zero_bubble, 4, 1, 8, 4'000'000, 8'000'000));
   CHECK(none.makespan == static_cast<Tick>(8 + 4 - 1) * 12'000'000);
+}
+
+TEST_CASE("with forward, input and weight halves of equal time the zero-bubble schedules leave under one forward per hop", "[step][pipeline][zero_bubble]") {
+  for (auto [pp, m] : {std::pair{4, 8}, std::pair{4, 16}, std::pair{8, 16}}) {
+    // Per chunk: F = I = W (Qi et al.'s condition for ZB-V's zero bubble).
+    const StepSimulation inter = simulate_step(pipeline(PipelineSchedule::interleaved_1f1b, pp, 2, m, 4'000'000, 8'000'000));
+    const StepSimulation zb = simulate_step(pipeline(PipelineSchedule::interleaved_zero_bubble, pp, 2, m, 4'000'000, 8'000'000, 0, 4'000'000));
+    const StepSimulation v = simulate_step(pipeline(PipelineSchedule::zbv_zero_bubble, pp, 2, m, 4'000'000, 8'000'000, 0, 4'000'000));
+    INFO(fmt::format("pp {} m {}: interleaved {} zb {} zbv {}", pp, m, inter.makespan, zb.makespan, v.makespan));
+    CHECK(v.makespan <= zb.makespan);
+    CHECK(zb.makespan < inter.makespan);
+    // What is left is the warm-up's first forwards reaching the last rank: under one chunk-forward per hop.
+    CHECK(v.makespan - static_cast<Tick>(m) * 12'000'000 < static_cast<Tick>(pp) * 2'000'000);
+  }
 }
 
 TEST_CASE("zero bubble keeps activations until the weight gradients are taken", "[step][pipeline][memory][zero_bubble]") {

@@ -2,6 +2,8 @@
 // input-gradient pass and a later weight-gradient pass (weight_gradients.hpp).
 #include "support/catch.hpp"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "support/simulate.hpp"
@@ -95,4 +97,23 @@ TEST_CASE("zero bubble is refused where PyTorch cannot run it or tpsim does not 
   // 9 microbatches over pp 4 are 2 rounds, which 9 does not divide into.
   CHECK_THAT(error(doc(R"(, "pp_schedule": "interleaved_zero_bubble")", 4096, 9)), Catch::Matchers::Contains("workload.microbatches"));
   CHECK(error(doc(R"(, "pp_schedule": "interleaved_zero_bubble")", 4096, 10)).empty());
+}
+
+TEST_CASE("ZBV runs its chunks in a V: the output layer on rank 0, no send at the turn", "[step][pipeline][zero_bubble]") {
+  const StepVariantRun inter = run(R"(, "pp_schedule": "interleaved_1f1b", "virtual_stages": 2)");
+  const StepVariantRun v = run(R"(, "pp_schedule": "zbv_zero_bubble")");
+  CHECK(v.plan.last_stage == 0);
+  CHECK(inter.plan.last_stage == 3);
+  // Chunks 3 and 4 both run on rank 3: what one hands the other stays in its memory.
+  CHECK(count_named(v, "pp.send.activations.chunk3.") == 0);
+  CHECK(count_named(v, "pp.send.gradients.chunk4.") == 0);
+  CHECK(count_named(v, "pp.send.activations.chunk2.") == 8);
+  // Rank 0 holds chunks 0 and 7: the embedding and the output layer.
+  for (const auto& t : v.plan.program.tasks) {
+    if (t.name.rfind("layer0.", 0) == 0 || t.name.rfind("layer15.", 0) == 0) CHECK(t.stage == 0);
+  }
+  // The same work (each stage's optimizer step, over other parameters now, rounds on its own).
+  CHECK(std::abs(total_compute(v) - total_compute(inter)) <= 4);
+  CHECK(v.sim.makespan < inter.sim.makespan);
+  CHECK_THAT(scenario_error(doc(R"(, "pp_schedule": "zbv_zero_bubble", "virtual_stages": 3)")), Catch::Matchers::Contains("workload.virtual_stages"));
 }

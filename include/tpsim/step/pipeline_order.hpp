@@ -15,7 +15,13 @@
 //    forwards; each backward is split into its input gradient (I, what the previous stage
 //    waits for) and its weight gradient (W); in the steady state and the cool-down each
 //    I is followed, after the first `rank` of them, by the W of the oldest I not yet
-//    followed, and the remaining W close the step.
+//    followed, and the remaining W close the step;
+//  - zbv_zero_bubble: PyTorch's ScheduleZBVZeroBubble (Qi et al. 2024, section 6; the same file):
+//    two chunks per rank in a V, rank r holding chunks r and 2 pp - 1 - r (so the last chunk, with
+//    the output layer, is on rank 0, and chunks pp - 1 and pp meet on the last rank without a
+//    send); 2 (pp - r) - 1 forwards of the first chunk, r pairs of forwards, pp - r rounds of
+//    forward, I and W of the second chunk, then both chunks in turn, F I W each, and a cool-down
+//    of I's with W's filling in.
 // The bubble is not computed from this: it comes from running the orders together.
 #include <vector>
 
@@ -38,5 +44,8 @@ struct PipelineWork {
 int microbatches_per_round(int pp, int microbatches);
 
 std::vector<PipelineWork> pipeline_order(PipelineSchedule s, int pp, int virtual_stages, int microbatches, int rank);
+
+// The pipeline rank that runs model chunk `chunk`: chunk mod pp, or the V of zbv_zero_bubble.
+int chunk_rank(PipelineSchedule s, int pp, int chunk);
 
 }  // namespace tpsim

@@ -31,8 +31,9 @@ struct MeshShape {
 // recomputed); selective_op: torchtitan's per-op policy (step/op_checkpoint.hpp).
 enum class Checkpointing { none, selective, selective_op, full };
 // interleaved_zero_bubble: PyTorch's ScheduleInterleavedZeroBubble (ZB1P), which splits each
-// backward into its input-gradient and weight-gradient halves (pipeline_order.hpp).
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b, interleaved_zero_bubble };
+// backward into its input-gradient and weight-gradient halves; zbv_zero_bubble: its
+// ScheduleZBVZeroBubble, two chunks per rank in a V (pipeline_order.hpp).
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b, interleaved_zero_bubble, zbv_zero_bubble };
 // How context parallelism brings the other ranks' K/V to a rank's queries (PyTorch's
 // context_parallel rotate methods): one all-gather before the block loop (the default,
 // as in torchtitan and the Llama 3 paper), or a ring of neighbour exchanges.
@@ -144,7 +145,9 @@ struct TrainingStepSpec {
   int chunks() const { return mesh.size(MeshDim::pp) * virtual_stages; }
   // Whether the schedule runs each backward as an input-gradient pass and a later
   // weight-gradient pass (zero bubble) instead of one pass.
-  bool splits_backward() const { return schedule == PipelineSchedule::interleaved_zero_bubble; }
+  bool splits_backward() const {
+    return schedule == PipelineSchedule::interleaved_zero_bubble || schedule == PipelineSchedule::zbv_zero_bubble;
+  }
   // The loss runs on this rank's vocabulary shard (Megatron-LM's loss, or aten's under
   // loss_parallel); otherwise the output layer gathers every rank's logits first.
   bool loss_on_vocab_shard() const { return !aten_cross_entropy || loss_parallel || mesh.size(MeshDim::tp) == 1; }
