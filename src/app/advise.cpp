@@ -105,7 +105,7 @@ Advice advise(const Json& scenario_json, const std::string& base_dir, unsigned j
     bool sequence_parallel = true;
   };
   std::vector<Draft> drafts;
-  const bool zero_bubble_fits = !t.compile && !t.model.is_moe() && !t.model.is_mla();
+  const bool zero_bubble_fits = !t.compile;
   for (const Layout& l : layouts_tried) {
     const int data = l.fsdp * l.dp * l.ep;
     if (sequences % data != 0) continue;
@@ -118,8 +118,8 @@ Advice advise(const Json& scenario_json, const std::string& base_dir, unsigned j
         if (local >= l.pp) schedules.push_back({{"pp_schedule", "1f1b"}, {"microbatches", local}});
         if (local % l.pp == 0 && t.model.layers >= 2 * l.pp)
           schedules.push_back({{"pp_schedule", "interleaved_1f1b"}, {"virtual_stages", 2}, {"microbatches", local}});
-        // PyTorch's zero-bubble schedules where the scenario lets them run (uncompiled, dense
-        // layers, TP keeping its gathered inputs): interleaved with one and two chunks per rank, ZBV.
+        // PyTorch's zero-bubble schedules where the scenario lets them run (uncompiled, TP
+        // keeping its gathered inputs): interleaved with one and two chunks per rank, ZBV.
         if (zero_bubble_fits && (l.tp == 1 || t.tp_saves_gathered_input) && local >= l.pp && local % std::max<std::int64_t>(1, local / l.pp) == 0) {
           schedules.push_back({{"pp_schedule", "interleaved_zero_bubble"}, {"virtual_stages", 1}, {"microbatches", local}});
           if (t.model.layers >= 2 * l.pp) {

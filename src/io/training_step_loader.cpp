@@ -231,16 +231,12 @@ void parse_moe_all_to_all(const ObjectReader& w, TrainingStepSpec& t) {
 // What a zero-bubble schedule needs: PyTorch runs it (torch.distributed.pipelining), whose
 // zero-bubble schedules refuse compiled stage modules (ScheduleInterleavedZeroBubble at pytorch
 // 1fd7abc2; both, and ZBV, through _check_torch_compile_compatibility later) and whose TP
-// keeps the gathered input for the weight gradients; the weight-gradient half is modelled for
-// dense layers with standard attention.
+// keeps the gathered input for the weight gradients.
 void check_zero_bubble(const TrainingStepSpec& t, const ObjectReader& w) {
   if (!t.splits_backward() || t.mesh.size(MeshDim::pp) == 1) return;
   if (t.compile)
     fail_at(w.child_path("compile"), "PyTorch's zero-bubble schedules refuse stage modules that used torch.compile "
                                      "(_check_torch_compile_compatibility): say false or choose another pp_schedule");
-  if (t.model.is_moe() || t.model.is_mla())
-    fail_at(w.child_path("pp_schedule"), fmt::format("\"{}\" is modelled for dense layers with standard attention only (this model has {})",
-                                                     pipeline_schedule_name(t.schedule), t.model.is_moe() ? "experts" : "multi-head latent attention"));
   if (t.mesh.size(MeshDim::tp) > 1 && !t.tp_saves_gathered_input)
     fail_at(w.child_path("tp_weight_grad_input"), "zero bubble is PyTorch's schedule, and PyTorch TP keeps the gathered input its weight "
                                                   "gradients read: say \"saved\"");

@@ -118,29 +118,33 @@ ExpertLoad expert_load(const TrainingStepSpec& t) {
   return l;
 }
 
+// The busiest rank's experts as grouped GEMMs: experts with the same token count (rows,
+// per chunk) batched together, the largest first.
+std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const TrainingStepSpec& t, Dtype dtype, bool backward, int chunks) {
+  const int tp = t.mesh.size(MeshDim::tp);
+  const std::int64_t h = t.model.hidden, ef = t.model.moe.expert_ffn_hidden / tp, up = t.model.ffn_up_projections();
+  const Dtype linear = t.linear_dtype.value_or(dtype);
+  const ExpertLoad load = expert_load(t);
+  std::map<std::int64_t, std::int64_t, std::greater<>> batches;  // rows -> experts
+  for (double x : load.rank_experts(load.busiest_rank)) ++batches[rows(x / chunks)];
+  std::vector<std::pair<std::string, OpPayload>> ops;
+  for (const auto& [n, batch] : batches)
+    for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch}, backward,
+                                     batches.size() == 1 ? "" : fmt::format(".rows{}", n)))
+      ops.push_back(std::move(op));
+  return ops;
+}
+
 MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool tp_collectives) {
   MoeLayerCost c;
   const auto& m = t.model;
   const int tp = t.mesh.size(MeshDim::tp), ep = t.mesh.size(MeshDim::ep);
   const double e = dtype_bytes(dtype);
-  const Dtype linear = t.linear_dtype.value_or(dtype);  // the experts' GEMMs
-  const std::int64_t tokens = t.rank_tokens(), h = m.hidden, ef = m.moe.expert_ffn_hidden / tp, up = m.ffn_up_projections();
+  const std::int64_t tokens = t.rank_tokens(), h = m.hidden;
   const ExpertLoad load = expert_load(t);
   const double slots = load.rank_slots(load.busiest_rank);
 
-  // The busiest rank's experts as grouped GEMMs: experts with the same token count (rows,
-  // per chunk) batched together, the largest first.
-  const auto experts = [&](bool backward, int chunks) {
-    std::map<std::int64_t, std::int64_t, std::greater<>> batches;  // rows -> experts
-    for (double x : load.rank_experts(load.busiest_rank)) ++batches[rows(x / chunks)];
-    std::vector<std::pair<std::string, OpPayload>> ops;
-    const auto group = [&](std::int64_t n, std::int64_t batch, const std::string& tag) {
-      for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch}, backward, tag))
-        ops.push_back(std::move(op));
-    };
-    for (const auto& [n, batch] : batches) group(n, batch, batches.size() == 1 ? "" : fmt::format(".rows{}", n));
-    return kernels_alone(ops, hw);
-  };
+  const auto experts = [&](bool backward, int chunks) { return kernels_alone(busiest_rank_expert_ops(t, dtype, backward, chunks), hw); };
   // Router on this rank's sequence shard, top-k and the permutation into expert order; after
   // the experts, the weighted sum back into token order.
   const std::int64_t shard = std::max<std::int64_t>(1, tokens / tp);

@@ -340,8 +340,8 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   c.output_forward = makespan(fwd, hw) + gather + loss_collectives;
   c.output_backward = makespan(bwd, hw) + scatter;
   // Never more than the backward they are part of (the layer's overlaps its GEMMs with TP).
-  // MoE and MLA layers are not split (the loader refuses zero bubble for them).
-  if (!t.model.is_moe() && !t.model.is_mla()) c.backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype), c.backward);
+  c.backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype), c.backward);
+  if (c.moe) c.moe->backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype, true), c.moe->backward);
   c.output_backward_weight = std::min(kernels_alone({{"output.backward_weight", GemmOp{{h, v, tokens, s.dtype}}}}, hw), c.output_backward);
   // Each ring member sends (tp - 1) / tp of the buffer to its successor, which is in the next
   // node for one member per node the group spans.

@@ -44,7 +44,10 @@ class ProgramBuilder {
     dp_ = t.mesh.size(MeshDim::dp);
     plan_.program.stages = pp_;
     plan_.program.sm_count = hw.sm.count;
-    if (t.splits_backward()) kept_for_weights_ = weight_gradient_inputs_bytes(t, e_);
+    if (t.splits_backward()) {
+      kept_for_weights_ = weight_gradient_inputs_bytes(t, e_);
+      if (t.model.is_moe()) kept_for_moe_weights_ = weight_gradient_inputs_bytes(t, e_, true);
+    }
     split_layers();
     price_collectives();
     phase_templates();
@@ -260,11 +263,16 @@ class ProgramBuilder {
                         {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced)}};
     if (pass == PipelinePass::backward_input) {
       // The weight gradients' GEMMs go to the other half; the embedding's backward is all weight gradient.
-      if (decoder) kinds["gemm"] = std::max<Tick>(0, kinds["gemm"] - c_.backward_weight);
+      if (decoder) {
+        // Out of the GEMMs, then (a MoE layer) out of the routed experts.
+        const Tick w = moe ? c_.moe->backward_weight : c_.backward_weight, from_gemm = std::min(w, kinds["gemm"]);
+        kinds["gemm"] -= from_gemm;
+        if (moe) kinds["routed experts"] = std::max<Tick>(0, kinds["routed experts"] - (w - from_gemm));
+      }
       kinds["embedding"] = 0;
       kinds["output layer and loss"] = with_output(layer) ? output - c_.output_backward_weight : 0;
     } else if (pass == PipelinePass::backward_weight) {
-      kinds = {{"gemm", decoder ? c_.backward_weight : 0},
+      kinds = {{"gemm", !decoder ? 0 : moe ? c_.moe->backward_weight : c_.backward_weight},
                {"embedding", with_embedding(layer) ? c_.embedding_backward : 0},
                {"output layer and loss", with_output(layer) ? c_.output_backward_weight : 0},
                {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced)}};
@@ -281,9 +289,11 @@ class ProgramBuilder {
     const bool moe = is_moe(layer), decoder = layer >= 0;
     const Tick layer_all = !decoder ? 0 : moe ? c_.moe->backward + c_.moe->recompute : c_.backward + c_.recompute;
     const Tick embedding = with_embedding(layer) ? c_.embedding_backward : 0, output = with_output(layer) ? c_.output_backward : 0;
-    const Tick layer_weight = decoder ? c_.backward_weight + c_.recompute : 0, output_weight = with_output(layer) ? c_.output_backward_weight : 0;
+    const Tick weight_gemms = !decoder ? 0 : moe ? c_.moe->backward_weight : c_.backward_weight;
+    const Tick layer_weight = !decoder ? 0 : weight_gemms + (moe ? c_.moe->recompute : c_.recompute);
+    const Tick output_weight = with_output(layer) ? c_.output_backward_weight : 0;
     switch (pass) {
-      case PipelinePass::backward_input: return layer_all - (decoder ? c_.backward_weight : 0) + output - output_weight;
+      case PipelinePass::backward_input: return layer_all - weight_gemms + output - output_weight;
       case PipelinePass::backward_weight: return layer_weight + embedding + output_weight;
       default: return layer_all + embedding + output;
     }
@@ -385,7 +395,8 @@ class ProgramBuilder {
           // Activations are freed once the weight gradients are taken; a split backward keeps
           // every linear's output gradient from its input half to its weight half.
           const double act = !decoder ? 0 : moe ? moe_act : dense_act;
-          const double freed = w.pass == PipelinePass::backward ? -act : input ? kept_for_weights_ : -(act + kept_for_weights_);
+          const double kept = moe ? kept_for_moe_weights_ : kept_for_weights_;
+          const double freed = w.pass == PipelinePass::backward ? -act : input ? kept : -(act + kept);
           last = compute(rank, fmt::format("{}.{}.{}", unit_name(l), pass, mb), work, !decoder ? 0 : freed, deps,
                          pass_mix(w.pass, l, !deps.empty(), reduces), !decoder || !input ? -1 : moe ? 3 : 1, tp_bytes);
           if (decoder && input) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
@@ -484,7 +495,7 @@ class ProgramBuilder {
   StepPlan plan_;
   std::vector<int> history_;
   int unwaited_send_ = -1;  // blocking p2p: the send the stage's next pass waits for
-  double kept_for_weights_ = 0;  // a split backward: what a layer keeps from its input half to its weight half
+  double kept_for_weights_ = 0, kept_for_moe_weights_ = 0;  // a split backward: what a (MoE) layer keeps from its input half to its weight half
   // Entries of layers_of_chunk for a first or last chunk with no decoder layer.
   static constexpr int kEmbeddingAlone = -1, kOutputAlone = -2;
   bool embedding_alone_ = false, output_alone_ = false;

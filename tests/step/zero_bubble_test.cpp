@@ -117,3 +117,25 @@ TEST_CASE("ZBV runs its chunks in a V: the output layer on rank 0, no send at th
   CHECK(v.sim.makespan < inter.sim.makespan);
   CHECK_THAT(scenario_error(doc(R"(, "pp_schedule": "zbv_zero_bubble", "virtual_stages": 3)")), Catch::Matchers::Contains("workload.virtual_stages"));
 }
+
+TEST_CASE("MoE and MLA layers split too: the router's, experts' and latent projections' weight GEMMs", "[step][pipeline][zero_bubble][mla]") {
+  const std::string model = R"({"hidden": 2048, "ffn_hidden": 8192, "heads": 16, "kv_heads": 16, "head_dim": 192, "layers": 8, "vocab": 32000,
+      "q_lora_rank": 512, "kv_lora_rank": 256, "rope_head_dim": 64, "v_head_dim": 128,
+      "experts": 8, "top_k": 2, "expert_ffn_hidden": 1024, "shared_experts": 1, "first_dense_layers": 1})";
+  const auto step = [&](const std::string& schedule) {
+    const Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+        "workload": {{"op": "training_step", "model": {}, "seq_len": 4096, "local_batch": 8, "mesh": {{"pp": 4, "ep": 2}},
+                      "microbatches": 8, "pp_schedule": "{}"}}, "variants": ["baseline"]}})",
+                                                              model, schedule)),
+                                      "");
+    return run_step_variant(s, "baseline", simulate_layer_costs(s, "baseline"));
+  };
+  const StepVariantRun one = step("1f1b"), v = step("zbv_zero_bubble");
+  REQUIRE(v.costs.moe.has_value());
+  CHECK(v.costs.moe->backward_weight > 0);
+  CHECK(v.costs.moe->backward_weight < v.costs.moe->backward / 2);
+  CHECK(v.costs.backward_weight > 0);  // the dense first layer's MLA and FFN
+  CHECK(v.costs.backward_weight < v.costs.backward / 2);
+  CHECK(std::abs(total_compute(v) - total_compute(one)) <= 8);
+  CHECK(v.sim.makespan < one.sim.makespan);
+}

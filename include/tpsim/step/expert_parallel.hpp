@@ -71,6 +71,10 @@ struct ExpertGroup {
 };
 std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag);
 
+// The busiest rank's experts' kernels for one microbatch (of `chunks`), forward or backward:
+// experts with the same token count batched into one grouped GEMM, the largest first.
+std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const TrainingStepSpec& t, Dtype dtype, bool backward, int chunks);
+
 // `tp_collectives`: whether the routed block gathers its input and reduce-scatters its output
 // over the TP group itself (a model without shared experts; otherwise their FFN does it).
 MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool tp_collectives);

@@ -24,6 +24,7 @@ struct LayerMoeCosts {
   std::vector<LayerPhase> forward_phases, backward_phases;
   PerTier forward_tp_bytes, backward_tp_bytes, recompute_tp_bytes;  // as LayerCosts'
   TimeByKind forward_kinds, backward_kinds, recompute_kinds;        // as LayerCosts'
+  Tick backward_weight = 0;                                         // as LayerCosts'
 };
 
 struct LayerCosts {
@@ -37,9 +38,8 @@ struct LayerCosts {
   std::vector<LayerPhase> forward_phases, backward_phases;    // communication inside a dense layer pass
   Tick embedding_forward = 0, embedding_backward = 0;
   Tick output_forward = 0, output_backward = 0;  // final norm, output projection, cross-entropy
-  // The weight-gradient GEMMs inside `backward` (dense layers with standard attention; 0 for
-  // MoE and MLA) and `output_backward` (weight_gradients.hpp): zero-bubble schedules run them
-  // as passes of their own.
+  // The weight-gradient GEMMs inside `backward` and `output_backward` (weight_gradients.hpp):
+  // zero-bubble schedules run them as passes of their own.
   Tick backward_weight = 0, output_backward_weight = 0;
   // TP traffic one GPU sends per pass, on its node's NVLink and (a TP group across nodes) on
   // its NIC: what a pass draws from the links the other dimensions' collectives also use.

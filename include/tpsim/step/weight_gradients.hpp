@@ -17,12 +17,15 @@ namespace tpsim {
 
 // One layer's weight-gradient GEMMs on one TP rank, back to back: [in, out] = [in, tokens] x
 // [tokens, out] per linear (strategies/layer.cpp runs the same GEMMs inside its backward), in
-// fp8 under fp8 linears as torchao's Float8Linear runs its grad_weight.
-Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype);
+// fp8 under fp8 linears as torchao's Float8Linear runs its grad_weight. A MoE layer (`moe`)
+// adds its router's and the busiest rank's routed experts' (expert_parallel.hpp), and its
+// FFN linears are the shared experts'.
+Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool moe = false);
 
 // What one layer's input-gradient pass keeps on one rank until its weight-gradient pass,
 // beyond the activations the forward saved: every linear's output gradient (a row-parallel
-// one's whole [tokens, hidden], gathered). Bytes.
-double weight_gradient_inputs_bytes(const TrainingStepSpec& t, double element_bytes);
+// one's whole [tokens, hidden], gathered; a MoE layer's router scores and its experts' output
+// gradients per token slot on the busiest rank). Bytes.
+double weight_gradient_inputs_bytes(const TrainingStepSpec& t, double element_bytes, bool moe = false);
 
 }  // namespace tpsim
