@@ -119,12 +119,13 @@ Advice advise(const Json& scenario_json, const std::string& base_dir, unsigned j
         if (local % l.pp == 0 && t.model.layers >= 2 * l.pp)
           schedules.push_back({{"pp_schedule", "interleaved_1f1b"}, {"virtual_stages", 2}, {"microbatches", local}});
         // PyTorch's zero-bubble schedules where the scenario lets them run (uncompiled, TP
-        // keeping its gathered inputs): interleaved with one and two chunks per rank, ZBV.
+        // keeping its gathered inputs): interleaved with one and two chunks per rank, ZBV, DualPipeV.
         if (zero_bubble_fits && (l.tp == 1 || t.tp_saves_gathered_input) && local >= l.pp && local % std::max<std::int64_t>(1, local / l.pp) == 0) {
           schedules.push_back({{"pp_schedule", "interleaved_zero_bubble"}, {"virtual_stages", 1}, {"microbatches", local}});
           if (t.model.layers >= 2 * l.pp) {
             schedules.push_back({{"pp_schedule", "interleaved_zero_bubble"}, {"virtual_stages", 2}, {"microbatches", local}});
             schedules.push_back({{"pp_schedule", "zbv_zero_bubble"}, {"virtual_stages", 2}, {"microbatches", local}});
+            if (local >= 2 * l.pp) schedules.push_back({{"pp_schedule", "dualpipev"}, {"virtual_stages", 2}, {"microbatches", local}});
           }
         }
       }

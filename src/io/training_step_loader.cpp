@@ -163,9 +163,13 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
     if (t.microbatches % rounds != 0)
       fail_at(w.child_path("microbatches"), fmt::format("zero bubble runs microbatches in {} rounds (microbatches / pp): {} is not a multiple of {}",
                                                         rounds, t.microbatches, rounds));
-  } else if (t.schedule == PipelineSchedule::zbv_zero_bubble) {
+  } else if (t.schedule == PipelineSchedule::zbv_zero_bubble || t.schedule == PipelineSchedule::dualpipev) {
     if (t.virtual_stages != 2)
-      fail_at(w.child_path("virtual_stages"), fmt::format("ZBV places exactly 2 chunks on each rank (ScheduleZBVZeroBubble), got {}", t.virtual_stages));
+      fail_at(w.child_path("virtual_stages"), fmt::format("{} places exactly 2 chunks on each rank in a V, got {}",
+                                                          pipeline_schedule_name(t.schedule), t.virtual_stages));
+    if (t.schedule == PipelineSchedule::dualpipev && t.microbatches < 2 * pp)
+      fail_at(w.child_path("microbatches"), fmt::format("DualPipeV needs at least as many microbatches as stages (2 x pp = {}), got {}",
+                                                        2 * pp, t.microbatches));
   } else if (t.virtual_stages != 1) {
     fail_at(w.child_path("virtual_stages"), fmt::format("only the interleaved schedules have virtual stages (pp_schedule is \"{}\")",
                                                         pipeline_schedule_name(t.schedule)));
@@ -285,12 +289,12 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
                             {{"gpipe", PipelineSchedule::gpipe}, {"1f1b", PipelineSchedule::one_f_one_b},
                              {"interleaved_1f1b", PipelineSchedule::interleaved_1f1b},
                              {"interleaved_zero_bubble", PipelineSchedule::interleaved_zero_bubble},
-                             {"zbv_zero_bubble", PipelineSchedule::zbv_zero_bubble}});
+                             {"zbv_zero_bubble", PipelineSchedule::zbv_zero_bubble}, {"dualpipev", PipelineSchedule::dualpipev}});
   const std::int64_t mb = w.positive_int_or("microbatches", t.mesh.size(MeshDim::pp));
   if (mb > 4096) fail_at(w.child_path("microbatches"), fmt::format("{} is more than the limit 4096", mb));
   t.microbatches = static_cast<int>(mb);
   const bool multi_chunk = t.schedule == PipelineSchedule::interleaved_1f1b || t.schedule == PipelineSchedule::interleaved_zero_bubble ||
-                           t.schedule == PipelineSchedule::zbv_zero_bubble;
+                           t.schedule == PipelineSchedule::zbv_zero_bubble || t.schedule == PipelineSchedule::dualpipev;
   const std::int64_t vs = w.positive_int_or("virtual_stages", multi_chunk ? 2 : 1);
   if (vs > 64) fail_at(w.child_path("virtual_stages"), fmt::format("{} is more than the limit 64", vs));
   t.virtual_stages = static_cast<int>(vs);

@@ -105,10 +105,51 @@ std::vector<PipelineWork> zbv(int pp, int rank, int m) {
   return out;
 }
 
+// ScheduleDualPipeV._calculate_single_rank_operations: a whole backward advances its chunk's
+// input and weight counts alike; an input-gradient pass queues its weight pass, which runs
+// when the order next asks for one.
+std::vector<PipelineWork> dualpipev(int pp, int rank, int m) {
+  const int first = rank, second = 2 * pp - 1 - rank;
+  std::map<int, int> forwards, inputs;  // per chunk: its next microbatch
+  std::vector<std::pair<int, int>> weights;  // (chunk, microbatch) waiting for their weight pass
+  std::vector<PipelineWork> out;
+  constexpr PipelinePass I = PipelinePass::backward_input;
+  const auto add = [&](int chunk, PipelinePass pass) {
+    const int mb = pass == F ? forwards[chunk]++ : inputs[chunk]++;
+    out.push_back({chunk, mb, pass});
+    if (pass == I) weights.emplace_back(chunk, mb);
+  };
+  const auto weight = [&] {
+    if (weights.empty()) return;
+    out.push_back({weights.front().first, weights.front().second, PipelinePass::backward_weight});
+    weights.erase(weights.begin());
+  };
+  for (int i = 0; i < (pp - rank - 1) * 2; ++i) add(first, F);
+  for (int i = 0; i < rank + 1; ++i) add(first, F), add(second, F);
+  for (int i = 0; i < pp - rank - 1; ++i) add(second, I), weight(), add(second, F);
+  // An OVERLAP_F_B pair: the forward, then the whole backward.
+  for (int i = 0; i < m - 2 * pp + rank + 1; ++i) {
+    add(first, F), add(second, B);
+    add(second, F), add(first, B);
+  }
+  for (int i = 0; i < pp - rank - 1; ++i) add(second, B), add(second, F), add(first, B);
+  const int cool = rank + 1;
+  bool split = false;
+  for (int i = 0; i < cool; ++i) {
+    if (i == cool / 2 && rank % 2 == 1) split = true;
+    add(second, split ? I : B);
+    if (i == cool / 2 && rank % 2 == 0) split = true;
+    add(first, split ? I : B);
+  }
+  for (int i = 0; i < pp - rank - 1; ++i) weight(), add(first, split ? I : B);
+  for (int i = 0; i < rank + 1; ++i) weight();
+  return out;
+}
+
 }  // namespace
 
 int chunk_rank(PipelineSchedule s, int pp, int chunk) {
-  if (s == PipelineSchedule::zbv_zero_bubble) return chunk < pp ? chunk : 2 * pp - 1 - chunk;
+  if (s == PipelineSchedule::zbv_zero_bubble || s == PipelineSchedule::dualpipev) return chunk < pp ? chunk : 2 * pp - 1 - chunk;
   return chunk % pp;
 }
 
@@ -121,6 +162,7 @@ std::vector<PipelineWork> pipeline_order(PipelineSchedule s, int pp, int virtual
     case PipelineSchedule::interleaved_1f1b: return interleaved(pp, virtual_stages, rank, microbatches);
     case PipelineSchedule::interleaved_zero_bubble: return interleaved_zero_bubble(pp, virtual_stages, rank, microbatches);
     case PipelineSchedule::zbv_zero_bubble: return zbv(pp, rank, microbatches);
+    case PipelineSchedule::dualpipev: return dualpipev(pp, rank, microbatches);
   }
   return {};
 }

@@ -55,6 +55,7 @@ std::string_view pipeline_schedule_name(PipelineSchedule p) {
     case PipelineSchedule::interleaved_1f1b: return "interleaved_1f1b";
     case PipelineSchedule::interleaved_zero_bubble: return "interleaved_zero_bubble";
     case PipelineSchedule::zbv_zero_bubble: return "zbv_zero_bubble";
+    case PipelineSchedule::dualpipev: return "dualpipev";
   }
   return "?";
 }

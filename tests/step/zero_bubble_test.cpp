@@ -116,6 +116,9 @@ TEST_CASE("ZBV runs its chunks in a V: the output layer on rank 0, no send at th
   CHECK(std::abs(total_compute(v) - total_compute(inter)) <= 4);
   CHECK(v.sim.makespan < inter.sim.makespan);
   CHECK_THAT(scenario_error(doc(R"(, "pp_schedule": "zbv_zero_bubble", "virtual_stages": 3)")), Catch::Matchers::Contains("workload.virtual_stages"));
+  // DualPipeV needs a microbatch per stage: 8 over 4 ranks x 2 chunks is just enough.
+  CHECK(scenario_error(doc(R"(, "pp_schedule": "dualpipev")")).empty());
+  CHECK_THAT(scenario_error(doc(R"(, "pp_schedule": "dualpipev")", 4096, 4)), Catch::Matchers::Contains("workload.microbatches"));
 }
 
 TEST_CASE("MoE and MLA layers split too: the router's, experts' and latent projections' weight GEMMs", "[step][pipeline][zero_bubble][mla]") {
@@ -138,4 +141,11 @@ TEST_CASE("MoE and MLA layers split too: the router's, experts' and latent proje
   CHECK(v.costs.backward_weight < v.costs.backward / 2);
   CHECK(std::abs(total_compute(v) - total_compute(one)) <= 8);
   CHECK(v.sim.makespan < one.sim.makespan);
+  // DualPipeV on the same V: whole backwards and split ones mixed, the same work in all.
+  const StepVariantRun dual = step("dualpipev");
+  CHECK(count_named(dual, ".backward.") > 0);
+  CHECK(count_named(dual, ".backward_input.") == count_named(dual, ".backward_weight."));
+  CHECK(count_named(dual, ".backward_input.") > 0);
+  CHECK(std::abs(total_compute(dual) - total_compute(one)) <= 8);
+  CHECK(dual.sim.makespan < one.sim.makespan);
 }

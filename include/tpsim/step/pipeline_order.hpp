@@ -21,7 +21,15 @@
 //    the output layer, is on rank 0, and chunks pp - 1 and pp meet on the last rank without a
 //    send); 2 (pp - r) - 1 forwards of the first chunk, r pairs of forwards, pp - r rounds of
 //    forward, I and W of the second chunk, then both chunks in turn, F I W each, and a cool-down
-//    of I's with W's filling in.
+//    of I's with W's filling in;
+//  - dualpipev: PyTorch's ScheduleDualPipeV (DeepSeek's DualPipe on a V, the same file in
+//    PyTorch 2.10): the V of ZBV, 2 (pp - r - 1) forwards of the first chunk, r + 1 pairs,
+//    then I W F of the second chunk, then pairs of a forward of one chunk and a whole backward
+//    of the other, and a cool-down where the last microbatches split into I and W. PyTorch's
+//    runtime runs such a pair (OVERLAP_F_B) as its forward, then its backward, unless a custom
+//    function is registered for it (_PipelineScheduleRuntime; torchtitan's trainer registers
+//    none), so the pairs run one after the other here: DualPipe's overlap of one microbatch's
+//    all-to-alls with the other's compute is not in it.
 // The bubble is not computed from this: it comes from running the orders together.
 #include <vector>
 

@@ -32,8 +32,9 @@ struct MeshShape {
 enum class Checkpointing { none, selective, selective_op, full };
 // interleaved_zero_bubble: PyTorch's ScheduleInterleavedZeroBubble (ZB1P), which splits each
 // backward into its input-gradient and weight-gradient halves; zbv_zero_bubble: its
-// ScheduleZBVZeroBubble, two chunks per rank in a V (pipeline_order.hpp).
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b, interleaved_zero_bubble, zbv_zero_bubble };
+// ScheduleZBVZeroBubble, two chunks per rank in a V; dualpipev: its ScheduleDualPipeV, the
+// same V with DeepSeek's DualPipe order (pipeline_order.hpp).
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b, interleaved_zero_bubble, zbv_zero_bubble, dualpipev };
 // How context parallelism brings the other ranks' K/V to a rank's queries (PyTorch's
 // context_parallel rotate methods): one all-gather before the block loop (the default,
 // as in torchtitan and the Llama 3 paper), or a ring of neighbour exchanges.
@@ -146,7 +147,8 @@ struct TrainingStepSpec {
   // Whether the schedule runs each backward as an input-gradient pass and a later
   // weight-gradient pass (zero bubble) instead of one pass.
   bool splits_backward() const {
-    return schedule == PipelineSchedule::interleaved_zero_bubble || schedule == PipelineSchedule::zbv_zero_bubble;
+    return schedule == PipelineSchedule::interleaved_zero_bubble || schedule == PipelineSchedule::zbv_zero_bubble ||
+           schedule == PipelineSchedule::dualpipev;
   }
   // The loss runs on this rank's vocabulary shard (Megatron-LM's loss, or aten's under
   // loss_parallel); otherwise the output layer gathers every rank's logits first.
