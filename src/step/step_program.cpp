@@ -276,7 +276,7 @@ class ProgramBuilder {
                {"embedding", with_embedding(layer) ? c_.embedding_backward : 0},
                {"output layer and loss", with_output(layer) ? c_.output_backward_weight : 0},
                {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced)}};
-      if (decoder) kinds += c_.recompute_kinds;
+      if (decoder) kinds += moe ? c_.moe->recompute_kinds : c_.recompute_kinds;
     }
     return pass_mix_[key] = mix_of(kinds);
   }
@@ -304,7 +304,7 @@ class ProgramBuilder {
   }
 
   // A chunk's output (activations forward, gradients backward) handed to chunk `to`: sent to
-  // the rank that runs it, or, where the same rank runs it (the V of zbv_zero_bubble), passed
+  // the rank that runs it, or, where the same rank runs it (the turn of a V schedule), passed
   // on in memory: the receiving pass waits for `last` alone.
   void handoff(int rank, int to, std::int64_t k, StepStream stream, std::string name, int last) {
     if (chunk_rank(t_.schedule, pp_, to) == rank) {
@@ -389,7 +389,7 @@ class ProgramBuilder {
           const Tick work = backward_work(l, w.pass) + fsdp_copy_time(l, moe, !deps.empty(), reduces);
           // The weight half sends what its recomputation does (the forward's TP collectives under full checkpointing).
           const PerTier tp_bytes = !decoder ? (input && with_output(l) ? c_.output_backward_tp_bytes : PerTier{})
-                                   : !input ? c_.recompute_tp_bytes
+                                   : !input ? (moe ? c_.moe->recompute_tp_bytes : c_.recompute_tp_bytes)
                                             : (moe ? c_.moe->backward_tp_bytes + c_.moe->recompute_tp_bytes : c_.backward_tp_bytes + c_.recompute_tp_bytes) +
                                                   (with_output(l) ? c_.output_backward_tp_bytes : PerTier{});
           // Activations are freed once the weight gradients are taken; a split backward keeps
@@ -400,6 +400,7 @@ class ProgramBuilder {
           last = compute(rank, fmt::format("{}.{}.{}", unit_name(l), pass, mb), work, !decoder ? 0 : freed, deps,
                          pass_mix(w.pass, l, !deps.empty(), reduces), !decoder || !input ? -1 : moe ? 3 : 1, tp_bytes);
           if (decoder && input) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
+          if (decoder && !input) ++(moe ? plan_.moe_passes : plan_.dense_passes).weight_halves;
           if (input && i + 1 == layers.size() && w.chunk < last_chunk) pending_.push_back({last, key(w.chunk + 1, w.microbatch, false)});
           if (!weight) continue;
           int grads_ready = last;

@@ -53,12 +53,12 @@ StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, c
   for (const auto& [cause, idle] : exposed) run.exposed_comm[cause] = static_cast<Tick>(idle);
   // TP, CP and EP communication is exposed inside every layer pass (the block-level, CP and
   // MoE simulations' own figures), per stage on average. Full checkpointing runs every
-  // layer's forward again inside its backward.
-  // A zero-bubble schedule runs it again for the weight half (weight_gradients.hpp).
-  const double recomputes = t.checkpoint != Checkpointing::full ? 0.0 : t.splits_backward() ? 2.0 : 1.0;
+  // layer's forward again inside its backward, and again in each weight half a zero-bubble
+  // schedule splits off (weight_gradients.hpp).
+  const bool full = t.checkpoint == Checkpointing::full;
   const auto inside = [&](const LayerPasses& p, Tick fwd, Tick bwd) {
-    const double f = p.forward / stages, b = p.backward / stages;
-    return (f + recomputes * b) * static_cast<double>(fwd) + b * static_cast<double>(bwd);
+    const double f = p.forward / stages, b = p.backward / stages, w = p.weight_halves / stages;
+    return (f + (full ? b + w : 0)) * static_cast<double>(fwd) + b * static_cast<double>(bwd);
   };
   const LayerPasses& dense = run.plan.dense_passes;
   const LayerPasses& moe = run.plan.moe_passes;
@@ -69,7 +69,7 @@ StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, c
   }
   run.exposed_comm["tp"] = static_cast<Tick>(tp);
   if (t.mesh.size(MeshDim::cp) > 1) {
-    LayerPasses all{dense.forward + moe.forward, dense.backward + moe.backward};
+    LayerPasses all{dense.forward + moe.forward, dense.backward + moe.backward, dense.weight_halves + moe.weight_halves};
     run.exposed_comm["cp"] = static_cast<Tick>(inside(all, run.costs.cp_forward_exposed, run.costs.cp_backward_exposed));
   }
   return run;

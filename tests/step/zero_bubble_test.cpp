@@ -71,6 +71,10 @@ TEST_CASE("under full checkpointing the weight half recomputes the forward again
   // One more forward per layer and microbatch: 16 layers x 8 microbatches over 4 stages.
   CHECK(total_compute(zb) - total_compute(base) == 16 * 8 * zb.costs.recompute);
   CHECK(zb.costs.recompute == zb.costs.forward);
+  // ... and its TP communication: a forward's exposed TP time more per layer and microbatch (per stage).
+  REQUIRE(zb.costs.forward_exposed_comm > 0);
+  CHECK(zb.exposed_comm.at("tp") - base.exposed_comm.at("tp") ==
+        Approx(16.0 * 8 / 4 * static_cast<double>(zb.costs.forward_exposed_comm)).epsilon(1e-9));
 }
 
 TEST_CASE("a layer's weight gradients are half its linear backward and scale with the tokens", "[step][zero_bubble]") {

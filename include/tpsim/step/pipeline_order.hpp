@@ -53,7 +53,7 @@ int microbatches_per_round(int pp, int microbatches);
 
 std::vector<PipelineWork> pipeline_order(PipelineSchedule s, int pp, int virtual_stages, int microbatches, int rank);
 
-// The pipeline rank that runs model chunk `chunk`: chunk mod pp, or the V of zbv_zero_bubble.
+// The pipeline rank that runs model chunk `chunk`: chunk mod pp, or the V of zbv_zero_bubble and dualpipev.
 int chunk_rank(PipelineSchedule s, int pp, int chunk);
 
 }  // namespace tpsim

@@ -30,6 +30,7 @@ struct StageParams {
 
 struct LayerPasses {
   double forward = 0, backward = 0;  // layer passes over all stages
+  double weight_halves = 0;          // of the backwards, those whose weight half ran apart (zero bubble)
 };
 
 struct StepPlan {
