@@ -181,8 +181,9 @@ Advice advise(const Json& scenario_json, const std::string& base_dir, unsigned j
   // A layer's cost depends on few of the step's choices: simulated once per distinct set.
   const auto cost_key = [](const Scenario& s, const std::string& v) {
     const TrainingStepSpec& c = s.workload.step;
-    return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}", c.mesh.size(MeshDim::tp), c.microbatch_tokens(), checkpointing_name(c.checkpoint), v,
-                       c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile, c.weights_gathered_in_fp8(), c.sequence_parallel);
+    return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", c.mesh.size(MeshDim::tp), c.microbatch_tokens(), checkpointing_name(c.checkpoint), v,
+                       c.linear_dtype ? dtype_name(*c.linear_dtype) : "", c.compile, c.weights_gathered_in_fp8(), c.sequence_parallel,
+                       c.splits_backward());
   };
   struct Job {
     std::size_t candidate;

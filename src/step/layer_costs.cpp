@@ -339,10 +339,13 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});
   c.output_forward = makespan(fwd, hw) + gather + loss_collectives;
   c.output_backward = makespan(bwd, hw) + scatter;
-  // Never more than the backward they are part of (the layer's overlaps its GEMMs with TP).
-  c.backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype), c.backward);
-  if (c.moe) c.moe->backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype, true), c.moe->backward);
-  c.output_backward_weight = std::min(kernels_alone({{"output.backward_weight", GemmOp{{h, v, tokens, s.dtype}}}}, hw), c.output_backward);
+  // Only a schedule that runs them apart needs them; never more than the backward they are
+  // part of (the layer's overlaps its GEMMs with TP).
+  if (t.splits_backward()) {
+    c.backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype), c.backward);
+    if (c.moe) c.moe->backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype, true), c.moe->backward);
+    c.output_backward_weight = std::min(kernels_alone({{"output.backward_weight", GemmOp{{h, v, tokens, s.dtype}}}}, hw), c.output_backward);
+  }
   // Each ring member sends (tp - 1) / tp of the buffer to its successor, which is in the next
   // node for one member per node the group spans.
   const GroupLayout tp_spread = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);

@@ -9,6 +9,10 @@ namespace {
 
 constexpr PipelinePass F = PipelinePass::forward, B = PipelinePass::backward;
 
+// Microbatches per round as PyTorch's interleaved schedules count them: m / max(1, m / pp)
+// (the loader checks that the rounds divide m).
+int microbatches_per_round(int pp, int microbatches) { return microbatches / std::max(1, microbatches / pp); }
+
 std::vector<PipelineWork> gpipe(int rank, int m) {
   std::vector<PipelineWork> out;
   for (int i = 0; i < m; ++i) out.push_back({rank, i, F});
@@ -152,8 +156,6 @@ int chunk_rank(PipelineSchedule s, int pp, int chunk) {
   if (s == PipelineSchedule::zbv_zero_bubble || s == PipelineSchedule::dualpipev) return chunk < pp ? chunk : 2 * pp - 1 - chunk;
   return chunk % pp;
 }
-
-int microbatches_per_round(int pp, int microbatches) { return microbatches / std::max(1, microbatches / pp); }
 
 std::vector<PipelineWork> pipeline_order(PipelineSchedule s, int pp, int virtual_stages, int microbatches, int rank) {
   switch (s) {

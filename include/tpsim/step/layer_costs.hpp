@@ -39,7 +39,7 @@ struct LayerCosts {
   Tick embedding_forward = 0, embedding_backward = 0;
   Tick output_forward = 0, output_backward = 0;  // final norm, output projection, cross-entropy
   // The weight-gradient GEMMs inside `backward` and `output_backward` (weight_gradients.hpp):
-  // zero-bubble schedules run them as passes of their own.
+  // zero-bubble schedules run them as passes of their own (0 under the other schedules).
   Tick backward_weight = 0, output_backward_weight = 0;
   // TP traffic one GPU sends per pass, on its node's NVLink and (a TP group across nodes) on
   // its NIC: what a pass draws from the links the other dimensions' collectives also use.

@@ -47,10 +47,6 @@ struct PipelineWork {
   bool forward() const { return pass == PipelinePass::forward; }
 };
 
-// Microbatches per round of the interleaved schedules as PyTorch counts them: m / max(1, m / pp)
-// (m must be a multiple of the number of rounds).
-int microbatches_per_round(int pp, int microbatches);
-
 std::vector<PipelineWork> pipeline_order(PipelineSchedule s, int pp, int virtual_stages, int microbatches, int rank);
 
 // The pipeline rank that runs model chunk `chunk`: chunk mod pp, or the V of zbv_zero_bubble and dualpipev.
