@@ -1,7 +1,9 @@
 #include "support/catch.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "tpsim/core/parallel_for.hpp"
@@ -26,6 +28,11 @@ TEST_CASE("parallel_for rethrows the first failure and hands out no index after 
                                  [&](std::size_t i) {
                                    started.fetch_add(1);
                                    if (i == 10) throw std::runtime_error("index 10");
+                                   // Work of some length: an empty body lets the other threads
+                                   // run out every index while the throw unwinds (a loaded
+                                   // machine, a sanitizer's slow unwinding), which made this
+                                   // check flaky.
+                                   if (i > 10) std::this_thread::sleep_for(std::chrono::microseconds(20));
                                  }),
                     std::runtime_error);
     // Each thread stops at its next index once one has failed.
