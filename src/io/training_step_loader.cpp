@@ -352,13 +352,10 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   // MLA's unfused kernels are not modelled (its keys and values come from a latent).
   if (t.model.is_mla() && t.attention.impl == AttentionImpl::unfused)
     fail_at(w.child_path("attention"), "\"unfused\" is not modelled for multi-head latent attention");
-  // torchtitan's per-op policy is modelled on its dense Llama layer with fused attention.
-  if (t.checkpoint == Checkpointing::selective_op && (t.model.is_moe() || t.model.is_mla() || t.attention.impl == AttentionImpl::unfused))
-    fail_at(w.child_path("activation_checkpoint"),
-            fmt::format("\"selective_op\" is modelled for dense layers with fused attention only ({})",
-                        t.model.is_moe()   ? "this model has experts"
-                        : t.model.is_mla() ? "this model has multi-head latent attention"
-                                           : "attention is \"unfused\""));
+  // torchtitan's per-op policy is modelled on layers with fused attention (its save list
+  // names SDPA; unfused attention's bmm and softmax would fall under it otherwise).
+  if (t.checkpoint == Checkpointing::selective_op && t.attention.impl == AttentionImpl::unfused)
+    fail_at(w.child_path("activation_checkpoint"), "\"selective_op\" is modelled with fused attention only (attention is \"unfused\")");
   t.cp_method = parse_choice(w, "cp_method", CpMethod::allgather, {{"allgather", CpMethod::allgather}, {"ring", CpMethod::ring}});
   t.cp_method_ignored = w.has("cp_method") && t.mesh.size(MeshDim::cp) == 1;
   if (w.has("moe_dispatch_chunks")) {

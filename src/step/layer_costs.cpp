@@ -5,7 +5,6 @@
 #include <tuple>
 
 #include "tpsim/analysis/metrics.hpp"
-#include "tpsim/core/invariant.hpp"
 #include "tpsim/runtime/executor.hpp"
 #include "tpsim/step/context_parallel.hpp"
 #include "tpsim/step/expert_parallel.hpp"
@@ -226,7 +225,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     case Checkpointing::selective:
       c.recompute = t.attention.impl == AttentionImpl::unfused ? attention_core() : selective(static_cast<double>(tokens), f);
       break;
-    case Checkpointing::selective_op: c.recompute = op_checkpoint_recompute(t, hw, s.dtype); break;
+    case Checkpointing::selective_op: c.recompute = op_checkpoint_recompute(t, hw, s.dtype, false); break;
   }
   c.recompute_kinds = t.checkpoint == Checkpointing::full ? c.forward_kinds : TimeByKind{{"recompute", c.recompute}};
   if (t.model.is_moe()) {
@@ -273,7 +272,14 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     const ExpertLoad load = expert_load(t);
     switch (t.checkpoint) {
       case Checkpointing::none: break;
-      case Checkpointing::selective_op: throw InvariantViolation("selective_op reached a MoE layer (the loader refuses it)");
+      case Checkpointing::selective_op: {
+        // The attention and shared experts under the policy; the routed experts' pass again
+        // but for its all-to-alls, whose outputs the policy keeps, and the TP collectives it
+        // adds (its gather is counted with the attention's, its reduce-scatter kept).
+        const Tick routed = r.forward - r.forward_all_to_all - r.forward_tp;
+        m.recompute = op_checkpoint_recompute(t, hw, s.dtype, true) + std::max<Tick>(0, routed);
+        break;
+      }
       case Checkpointing::full: m.recompute = m.forward, m.recompute_tp_bytes = m.forward_tp_bytes; break;
       case Checkpointing::selective:
         m.recompute = t.attention.impl == AttentionImpl::unfused

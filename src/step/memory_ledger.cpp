@@ -57,7 +57,7 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
     // [s, s] tensors and keeps the rest (Korthikanti et al. 2022); flash attention has none,
     // so selective drops the norm outputs and the FFN activation instead.
     case Checkpointing::selective: per_token = unfused ? everything : everything - 2 * norm_out - ffn_recomputed; break;
-    case Checkpointing::selective_op: per_token = op_checkpoint_kept_per_token(t); break;
+    case Checkpointing::selective_op: per_token = op_checkpoint_kept_per_token(t, moe); break;
     case Checkpointing::full: per_token = hs; break;
   }
   double bytes = tokens * per_token / tp * element_bytes;
@@ -100,7 +100,8 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
   // per-op policy rebuilds what it did not keep.
   if (t.checkpoint == Checkpointing::full) act += activation_bytes_per_layer(t, Checkpointing::none, e, t.model.is_moe());
   if (t.checkpoint == Checkpointing::selective_op)
-    act += std::max(0.0, activation_bytes_per_layer(t, Checkpointing::none, e) - activation_bytes_per_layer(t, Checkpointing::selective_op, e));
+    act += std::max(0.0, activation_bytes_per_layer(t, Checkpointing::none, e, t.model.is_moe()) -
+                             activation_bytes_per_layer(t, Checkpointing::selective_op, e, t.model.is_moe()));
   l.parts.emplace_back("activations", act);
   l.peak_activations = act;
   if (in.last_stage) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tpsim/step/expert_parallel.hpp"
 #include "tpsim/step/group_collective.hpp"
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
@@ -9,43 +10,86 @@
 
 namespace tpsim {
 
+bool LayerLinear::reads_gathered_input() const { return input == "attention.input" || input == "ffn.input"; }
+
+namespace {
+
+// The FFN's linears `width` wide on one rank (the dense FFN's, or a MoE layer's shared experts').
+void append_ffn(std::vector<LayerLinear>& l, const ModelShape& m, std::int64_t width) {
+  if (width <= 0) return;
+  const std::int64_t h = m.hidden;
+  l.push_back({"ffn.w1", width, h, false, "ffn.input"});
+  if (m.gated_ffn) l.push_back({"ffn.w3", width, h, false, "ffn.input"});
+  l.push_back({"ffn.w2", h, width, true, "ffn.activation"});
+}
+
+bool fp8_linears(const TrainingStepSpec& t, Dtype dtype) { return t.linear_dtype == Dtype::fp8 && dtype != Dtype::fp8; }
+
+// Token slots a rank's routed experts compute per token of its own: top_k on average, more
+// on the busiest rank (its memory and time pace the stage).
+double busiest_slots_per_token(const TrainingStepSpec& t) {
+  const ExpertLoad load = expert_load(t);
+  const double k = static_cast<double>(t.model.moe.top_k);
+  return load.sent_slots > 0 ? load.rank_slots(load.busiest_rank) / load.sent_slots * k : k;
+}
+
+}  // namespace
+
 std::vector<LayerLinear> layer_linears(const ModelShape& m, int tp) {
-  const std::int64_t h = m.hidden, q = m.q_width() / tp, f = m.ffn_hidden / tp;
+  const std::int64_t h = m.hidden, q = m.q_width() / tp;
   // KV heads are replicated when there are fewer than TP ranks.
   const std::int64_t kv = std::max<std::int64_t>(1, m.kv_heads / tp) * m.head_dim;
-  std::vector<LayerLinear> l = {{"attention.wq", q, h, false}, {"attention.wk", kv, h, false}, {"attention.wv", kv, h, false},
-                                {"attention.wo", h, q, true},  {"ffn.w1", f, h, false}};
-  if (m.gated_ffn) l.push_back({"ffn.w3", f, h, false});
-  l.push_back({"ffn.w2", h, f, true});
+  std::vector<LayerLinear> l = {{"attention.wq", q, h, false, "attention.input"},
+                                {"attention.wk", kv, h, false, "attention.input"},
+                                {"attention.wv", kv, h, false, "attention.input"},
+                                {"attention.wo", h, q, true, "attention.output"}};
+  append_ffn(l, m, m.ffn_hidden / tp);
+  return l;
+}
+
+std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe) {
+  std::vector<LayerLinear> l;
+  if (m.is_mla()) {
+    // The down projections are replicated on every TP rank (whole latents, on the gathered
+    // input); the up projections split by heads; wo row-parallel (strategies/layer.cpp).
+    const std::int64_t h = m.hidden, heads = m.heads / tp, ql = m.mla.q_lora_rank, kvl = m.mla.kv_lora_rank;
+    l = {{"attention.wq_a", ql, h, false, "attention.input"},
+         {"attention.wq_b", heads * m.head_dim, ql, false, "attention.q_latent"},
+         {"attention.wkv_a", kvl + m.mla.rope_head_dim, h, false, "attention.input"},
+         {"attention.wkv_b", heads * (m.head_dim - m.mla.rope_head_dim + m.v_head_dim()), kvl, false, "attention.kv_latent"},
+         {"attention.wo", h, heads * m.v_head_dim(), true, "attention.output"}};
+  } else {
+    for (LayerLinear& x : layer_linears(m, tp))
+      if (x.name.rfind("attention.", 0) == 0) l.push_back(std::move(x));
+  }
+  append_ffn(l, m, (moe ? m.moe.shared_experts * m.moe.expert_ffn_hidden : m.ffn_hidden) / tp);
   return l;
 }
 
 bool op_policy_keeps(std::size_t index) { return index % 2 == 0; }
 
-namespace {
-
-bool fp8_linears(const TrainingStepSpec& t, Dtype dtype) { return t.linear_dtype == Dtype::fp8 && dtype != Dtype::fp8; }
-
-}  // namespace
-
-double op_checkpoint_kept_per_token(const TrainingStepSpec& t) {
+double op_checkpoint_kept_per_token(const TrainingStepSpec& t, bool moe) {
   const int tp = t.mesh.size(MeshDim::tp);
   const double h = static_cast<double>(t.model.hidden);
   const double hs = t.sequence_parallel ? h : h * tp;  // sharded over TP with sequence parallelism
-  double kept = hs + static_cast<double>(t.model.q_width());  // the layer's input; the attention output
-  const auto linears = layer_linears(t.model, tp);
+  double kept = hs + static_cast<double>(t.model.o_width());  // the layer's input; the attention output
+  const auto linears = block_linears(t.model, tp, moe);
   for (std::size_t i = 0; i < linears.size(); ++i)
     if (op_policy_keeps(i)) kept += static_cast<double>(linears[i].out) * tp;
   if (tp > 1 && t.sequence_parallel) kept += 2 * hs;  // reduce_scatter_tensor after wo and w2
+  // all_to_all_single's outputs: every slot's whole hidden vector on every TP rank (as the
+  // dispatched input is kept without checkpointing: activation_bytes_per_layer), once
+  // dispatched and once combined. Without EP the routed path has no collective to keep.
+  if (moe && t.mesh.size(MeshDim::ep) > 1) kept += 2 * busiest_slots_per_token(t) * h * tp;
   return kept;
 }
 
-Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype) {
+Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool moe) {
   const int tp = t.mesh.size(MeshDim::tp);
   const double e = dtype_bytes(dtype);
   const std::int64_t tokens = t.rank_tokens();
   const double rows = static_cast<double>(t.sequence_parallel ? tokens / tp : tokens);
-  const double h = static_cast<double>(t.model.hidden), f = static_cast<double>(t.model.ffn_hidden / tp);
+  const double h = static_cast<double>(t.model.hidden);
   const bool fp8 = fp8_linears(t, dtype);
   const Dtype linear = fp8 ? Dtype::fp8 : dtype;
   std::vector<std::pair<std::string, OpPayload>> ops;
@@ -63,13 +107,25 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     else pass(name, rows * h, rows * h);
   };
   norm("attention.norm");
-  if (t.aten_elementwise) {
-    // RoPE on the recomputed K and the kept Q's output alike (both re-derived from mm outputs).
-    const auto heads = [&](std::int64_t n) { return static_cast<double>(tokens) * static_cast<double>(std::max<std::int64_t>(1, n / tp) * t.model.head_dim); };
-    aten("attention.rope.q", aten_rope_kernels(heads(t.model.heads), e, false));
-    aten("attention.rope.k", aten_rope_kernels(heads(t.model.kv_heads), e, false));
+  const double all_tokens = static_cast<double>(tokens);
+  if (t.model.is_mla()) {
+    // The latents' norms (replicated: every token on every rank), as the forward runs them.
+    const double latents = all_tokens * static_cast<double>(t.model.mla.q_lora_rank + t.model.mla.kv_lora_rank);
+    pass("attention.latent_norms", latents, latents);
   }
-  const auto linears = layer_linears(t.model, tp);
+  if (t.aten_elementwise) {
+    // RoPE on the recomputed K and the kept Q's output alike (both re-derived from mm
+    // outputs); MLA rotates only the rotary dims, each head's of the query and the one key
+    // part all heads share.
+    const std::int64_t heads = std::max<std::int64_t>(1, t.model.heads / tp);
+    const double q = t.model.is_mla() ? static_cast<double>(heads * t.model.mla.rope_head_dim)
+                                      : static_cast<double>(heads * t.model.head_dim);
+    const double k = t.model.is_mla() ? static_cast<double>(t.model.mla.rope_head_dim)
+                                      : static_cast<double>(std::max<std::int64_t>(1, t.model.kv_heads / tp) * t.model.head_dim);
+    aten("attention.rope.q", aten_rope_kernels(all_tokens * q, e, false));
+    aten("attention.rope.k", aten_rope_kernels(all_tokens * k, e, false));
+  }
+  const auto linears = block_linears(t.model, tp, moe);
   // fp8: each distinct input of a recomputed linear cast once, each weight unless FSDP
   // gathered it in fp8; the amaxes are kept, so a cast reads its tensor once.
   std::string cast_input;
@@ -78,11 +134,10 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     if (op_policy_keeps(i)) continue;
     const double in = static_cast<double>(l.in), out = static_cast<double>(l.out);
     if (fp8) {
-      const std::string input = l.name.substr(0, l.name.find('.')) + (l.row_parallel ? ".row" : ".column");
-      // A column-parallel input is cast on its shard when TP gathers it in fp8.
-      const double elems = (!l.row_parallel && tp > 1 && t.tp_fp8_all_gather ? rows : static_cast<double>(tokens)) * in;
-      if (input != cast_input) ops.emplace_back("recompute." + l.name + ".cast_input", ElementwiseOp{elems * e, elems});
-      cast_input = input;
+      // A gathered input is cast on its shard when TP gathers it in fp8.
+      const double elems = (l.reads_gathered_input() && tp > 1 && t.tp_fp8_all_gather ? rows : all_tokens) * in;
+      if (l.input != cast_input) ops.emplace_back("recompute." + l.name + ".cast_input", ElementwiseOp{elems * e, elems});
+      cast_input = l.input;
       if (!t.weights_gathered_in_fp8()) ops.emplace_back("recompute." + l.name + ".cast_weight", ElementwiseOp{out * in * e, out * in});
     }
     ops.emplace_back("recompute." + l.name, GemmOp{{tokens, l.out, l.in, linear}});
@@ -93,16 +148,20 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     pass("attention.residual", 2 * rows * h, rows * h);
     norm("ffn.norm");
   }
-  const double up = t.model.ffn_up_projections();
-  if (t.aten_elementwise && t.model.gated_ffn) aten("ffn.silu_mul", aten_swiglu_kernels(tokens * f, e, false));
-  else pass(t.model.gated_ffn ? "ffn.silu_mul" : "ffn.gelu", up * tokens * f, tokens * f);
+  // The activation between the FFN's (or the shared experts') up and down projections.
+  const std::int64_t width = (moe ? t.model.moe.shared_experts * t.model.moe.expert_ffn_hidden : t.model.ffn_hidden) / tp;
+  if (width > 0) {
+    const double f = static_cast<double>(width), up = t.model.ffn_up_projections();
+    if (t.aten_elementwise && t.model.gated_ffn) aten("ffn.silu_mul", aten_swiglu_kernels(all_tokens * f, e, false));
+    else pass(t.model.gated_ffn ? "ffn.silu_mul" : "ffn.gelu", up * all_tokens * f, all_tokens * f);
+  }
   Tick time = kernels_alone(ops, hw);
   if (tp > 1 && t.sequence_parallel) {
     // The all-gathers of the attention's and the FFN's input (not kept: all_gather_into_tensor
     // is not on the list), in fp8 where TP gathers fp8 inputs.
     const double gathered = t.tp_fp8_all_gather && fp8 ? dtype_bytes(Dtype::fp8) : e;
     const GroupLayout g = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);
-    time += 2 * group_collective_cost(GroupOp::all_gather, static_cast<double>(tokens) * h * gathered, g, hw).time;
+    time += 2 * group_collective_cost(GroupOp::all_gather, all_tokens * h * gathered, g, hw).time;
   }
   return time;
 }

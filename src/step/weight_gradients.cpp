@@ -11,43 +11,12 @@
 
 namespace tpsim {
 
-namespace {
-
-// A layer's linears on one TP rank with their own weight gradient (the routed experts aside):
-// the attention's (Llama's wq, wk, wv, wo; MLA's replicated down projections wq_a and wkv_a,
-// its per-head up projections wq_b and wkv_b, and wo, as strategies/layer.cpp lays them out),
-// then the FFN's: the dense one, or a MoE layer's shared experts (none without them).
-std::vector<LayerLinear> linears_of(const ModelShape& m, int tp, bool moe) {
-  const std::int64_t h = m.hidden;
-  std::vector<LayerLinear> out;
-  if (m.is_mla()) {
-    const std::int64_t heads = m.heads / tp, ql = m.mla.q_lora_rank, kvl = m.mla.kv_lora_rank;
-    out = {{"attention.wq_a", ql, h, false},
-           {"attention.wq_b", heads * m.head_dim, ql, false},
-           {"attention.wkv_a", kvl + m.mla.rope_head_dim, h, false},
-           {"attention.wkv_b", heads * (m.head_dim - m.mla.rope_head_dim + m.v_head_dim()), kvl, false},
-           {"attention.wo", h, heads * m.v_head_dim(), true}};
-  } else {
-    for (const LayerLinear& l : layer_linears(m, tp))
-      if (l.name.rfind("attention.", 0) == 0) out.push_back(l);
-  }
-  const std::int64_t width = (moe ? m.moe.shared_experts * m.moe.expert_ffn_hidden : m.ffn_hidden) / tp;
-  if (width > 0) {
-    out.push_back({"ffn.w1", width, h, false});
-    if (m.gated_ffn) out.push_back({"ffn.w3", width, h, false});
-    out.push_back({"ffn.w2", h, width, true});
-  }
-  return out;
-}
-
-}  // namespace
-
 Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool moe) {
   const Dtype linear = t.linear_dtype == Dtype::fp8 && dtype != Dtype::fp8 ? Dtype::fp8 : dtype;
   const int tp = t.mesh.size(MeshDim::tp);
   const std::int64_t tokens = t.rank_tokens();
   std::vector<std::pair<std::string, OpPayload>> ops;
-  for (const LayerLinear& l : linears_of(t.model, tp, moe))
+  for (const LayerLinear& l : block_linears(t.model, tp, moe))
     if (l.in > 0 && l.out > 0) ops.emplace_back(l.name + ".backward_weight", GemmOp{{l.in, l.out, tokens, linear}});
   if (moe) {
     // The router on this rank's sequence shard, and the busiest rank's experts: their weight
@@ -62,7 +31,7 @@ Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, D
 double weight_gradient_inputs_bytes(const TrainingStepSpec& t, double element_bytes, bool moe) {
   const int tp = t.mesh.size(MeshDim::tp);
   double per_token = 0;
-  for (const LayerLinear& l : linears_of(t.model, tp, moe)) per_token += static_cast<double>(l.out);
+  for (const LayerLinear& l : block_linears(t.model, tp, moe)) per_token += static_cast<double>(l.out);
   double bytes = per_token * static_cast<double>(t.rank_tokens());
   if (moe) {
     // The router's scores, and per token slot the busiest rank's experts compute: the up

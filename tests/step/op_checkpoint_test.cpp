@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include "tpsim/io/scenario.hpp"
+#include "tpsim/step/expert_parallel.hpp"
 #include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/layer_costs.hpp"
 #include "tpsim/step/memory_ledger.hpp"
 #include "tpsim/step/op_checkpoint.hpp"
+#include "tpsim/step/training_step.hpp"
 
 using namespace tpsim;
 
@@ -46,11 +48,11 @@ TEST_CASE("the per-op policy keeps every other linear in call order", "[step][ch
 TEST_CASE("the per-op policy keeps the layer input, attention output and kept linears' outputs", "[step][checkpoint][memory]") {
   const std::int64_t h = 4096, q = 4096, kv = 1024, f = 14336;
   const TrainingStepSpec one = scenario(step(1, "selective_op")).workload.step;
-  CHECK(op_checkpoint_kept_per_token(one) == Approx(h + q + q + kv + f + h));
+  CHECK(op_checkpoint_kept_per_token(one, false) == Approx(h + q + q + kv + f + h));
   // tp 8 with sequence parallelism: the row-parallel w2's whole partial output on every
   // rank, and the two reduce-scatters' sharded outputs.
   const TrainingStepSpec eight = scenario(step(8, "selective_op")).workload.step;
-  CHECK(op_checkpoint_kept_per_token(eight) == Approx(h + q + q + kv + f + 8 * h + 2 * h));
+  CHECK(op_checkpoint_kept_per_token(eight, false) == Approx(h + q + q + kv + f + 8 * h + 2 * h));
   // It lies between what full checkpointing and no checkpointing keep.
   for (const TrainingStepSpec& t : {one, eight}) {
     const double op = activation_bytes_per_layer(t, Checkpointing::selective_op, 2);
@@ -82,17 +84,118 @@ TEST_CASE("fp8 linears recompute in fp8: faster GEMMs than bf16 in spite of thei
   const LayerCosts fp8 = simulate_layer_costs(scenario(step(1, "selective_op", R"("linear_dtype": "fp8", "compile": true)")), "baseline");
   CHECK(fp8.recompute < bf16.recompute);
   // The kept activations do not depend on the linears' dtype (the policy sees aten.mm either way).
-  CHECK(op_checkpoint_kept_per_token(scenario(step(1, "selective_op", R"("linear_dtype": "fp8")")).workload.step) ==
-        Approx(op_checkpoint_kept_per_token(scenario(step(1, "selective_op")).workload.step)));
+  CHECK(op_checkpoint_kept_per_token(scenario(step(1, "selective_op", R"("linear_dtype": "fp8")")).workload.step, false) ==
+        Approx(op_checkpoint_kept_per_token(scenario(step(1, "selective_op")).workload.step, false)));
+}
+
+namespace {
+
+// A small model with experts (top 2 of 8, optionally one shared expert, optionally MLA), on 8
+// GPUs as `mesh`.
+std::string moe_step(const std::string& mesh, const std::string& checkpoint, bool shared, bool mla) {
+  return fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {{"op": "training_step",
+      "model": {{"hidden": 2048, "ffn_hidden": 8192, "heads": 16, "kv_heads": {}, "head_dim": {}, "layers": 4, "vocab": 32000,
+                "experts": 8, "top_k": 2, "expert_ffn_hidden": 1024{}{}}},
+      "seq_len": 4096, "local_batch": 2, "mesh": {}, "activation_checkpoint": "{}"}}, "variants": ["baseline"]}})",
+                     mla ? 16 : 4, mla ? 192 : 128, shared ? R"(, "shared_experts": 1)" : "",
+                     mla ? R"(, "q_lora_rank": 512, "kv_lora_rank": 256, "rope_head_dim": 64, "v_head_dim": 128)" : "", mesh,
+                     checkpoint);
+}
+
+std::pair<std::vector<std::string>, std::vector<std::string>> kept_and_recomputed(const std::vector<LayerLinear>& linears) {
+  std::pair<std::vector<std::string>, std::vector<std::string>> out;
+  for (std::size_t i = 0; i < linears.size(); ++i) (op_policy_keeps(i) ? out.first : out.second).push_back(linears[i].name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the per-op policy counts MLA's five mm calls and a MoE layer's shared experts in call order", "[step][checkpoint]") {
+  // MLA (torchtitan deepseek_v3/model.py: wq_a, wq_b, wkv_a, wkv_b, wo), then a dense FFN:
+  // the parity moves on, so the FFN keeps w3 where Llama's keeps w1 and w2.
+  const TrainingStepSpec mla = scenario(moe_step(R"({"ep": 8})", "selective_op", true, true)).workload.step;
+  const auto [mla_kept, mla_recomputed] = kept_and_recomputed(block_linears(mla.model, 1, false));
+  CHECK(mla_kept == std::vector<std::string>{"attention.wq_a", "attention.wkv_a", "attention.wo", "ffn.w3"});
+  CHECK(mla_recomputed == std::vector<std::string>{"attention.wq_b", "attention.wkv_b", "ffn.w1", "ffn.w2"});
+  // A MoE layer's shared experts follow the attention (the router's gate is forced to
+  // recompute and not counted; the routed experts' grouped GEMMs are not aten.mm).
+  const TrainingStepSpec gqa = scenario(moe_step(R"({"ep": 8})", "selective_op", true, false)).workload.step;
+  const auto [moe_kept, moe_recomputed] = kept_and_recomputed(block_linears(gqa.model, 1, true));
+  CHECK(moe_kept == std::vector<std::string>{"attention.wq", "attention.wv", "ffn.w1", "ffn.w2"});
+  CHECK(moe_recomputed == std::vector<std::string>{"attention.wk", "attention.wo", "ffn.w3"});
+  CHECK(block_linears(gqa.model, 1, true)[4].out == 1024);  // one shared expert's width
+  const TrainingStepSpec no_shared = scenario(moe_step(R"({"ep": 8})", "selective_op", false, false)).workload.step;
+  CHECK(block_linears(no_shared.model, 1, true).size() == 4);
+  // A dense layer's list is the Llama layer's.
+  const auto dense = block_linears(gqa.model, 2, false), llama = layer_linears(gqa.model, 2);
+  REQUIRE(dense.size() == llama.size());
+  for (std::size_t i = 0; i < dense.size(); ++i) CHECK(dense[i].name == llama[i].name);
+  // MLA's up projections read the latents, not the gathered input: an fp8 cast of their own.
+  const auto ml = block_linears(mla.model, 2, false);
+  CHECK(ml[0].reads_gathered_input());
+  CHECK_FALSE(ml[1].reads_gathered_input());
+  CHECK(ml[1].input != ml[3].input);
+}
+
+TEST_CASE("under expert parallelism the policy keeps both all-to-alls' outputs and none of the experts' own", "[step][checkpoint][memory]") {
+  const double h = 2048;
+  for (bool shared : {false, true}) {
+    const TrainingStepSpec ep = scenario(moe_step(R"({"ep": 8})", "selective_op", shared, false)).workload.step;
+    const TrainingStepSpec no_ep = scenario(moe_step(R"({"fsdp": 8})", "selective_op", shared, false)).workload.step;
+    // Uniform routing: top_k = 2 slots a token, dispatched and combined, each a whole hidden vector.
+    CHECK(op_checkpoint_kept_per_token(ep, true) - op_checkpoint_kept_per_token(no_ep, true) == Approx(2 * 2 * h));
+    // Without EP nothing of the routed path is kept: the layer input, the attention output,
+    // wq and wv (16 and 4 heads of 128), and the shared expert's w1 and w2.
+    CHECK(op_checkpoint_kept_per_token(no_ep, true) == Approx(h + 2048 + 2048 + 512 + (shared ? 1024 + h : 0)));
+    for (const TrainingStepSpec& t : {ep, no_ep}) {
+      const double op = activation_bytes_per_layer(t, Checkpointing::selective_op, 2, true);
+      CHECK(op > activation_bytes_per_layer(t, Checkpointing::full, 2, true));
+      CHECK(op < activation_bytes_per_layer(t, Checkpointing::none, 2, true));
+    }
+  }
+}
+
+TEST_CASE("a MoE layer under the per-op policy reruns its routed experts but not their all-to-alls", "[step][checkpoint]") {
+  for (bool mla : {false, true}) {
+    const Scenario op = scenario(moe_step(R"({"ep": 8})", "selective_op", true, mla));
+    const Scenario full = scenario(moe_step(R"({"ep": 8})", "full", true, mla));
+    const LayerCosts a = simulate_layer_costs(op, "baseline"), b = simulate_layer_costs(full, "baseline");
+    REQUIRE(a.moe.has_value());
+    REQUIRE(b.moe.has_value());
+    // Full checkpointing reruns the whole forward, the all-to-alls included; the policy keeps
+    // their outputs, so it saves at least their time.
+    const MoeLayerCost r = simulate_moe_layer(op.workload.step, op.hardware, op.dtype, false);
+    REQUIRE(r.forward_all_to_all > 0);
+    CHECK(b.moe->recompute - a.moe->recompute >= r.forward_all_to_all);
+    // ...and reruns at least the busiest rank's expert GEMMs.
+    Tick experts = 0;
+    for (const auto& [name, payload] : busiest_rank_expert_ops(op.workload.step, op.dtype, false, 1))
+      if (std::holds_alternative<GemmOp>(payload)) experts += kernels_alone({{name, payload}}, op.hardware);
+    REQUIRE(experts > 0);
+    CHECK(a.moe->recompute > experts);
+    // A dense layer of the same model reruns less than its whole forward.
+    CHECK(a.recompute > 0);
+    CHECK(a.recompute < b.recompute);
+  }
+}
+
+TEST_CASE("a MoE + MLA step under the per-op policy lies between no and full checkpointing in time and memory", "[step][checkpoint]") {
+  const auto run = [](const std::string& checkpoint) {
+    StepResult r = run_training_step(scenario(moe_step(R"({"ep": 8})", checkpoint, true, true)));
+    REQUIRE(r.runs.size() == 1);
+    return r.runs.front();
+  };
+  const StepVariantRun none = run("none"), op = run("selective_op"), full = run("full");
+  CHECK(none.sim.makespan < op.sim.makespan);
+  CHECK(op.sim.makespan < full.sim.makespan);
+  CHECK(full.peak_memory_bytes < op.peak_memory_bytes);
+  CHECK(op.peak_memory_bytes < none.peak_memory_bytes);
 }
 
 TEST_CASE("the per-op policy is refused where it is not modelled, naming the path", "[step][checkpoint][input]") {
   CHECK(test::scenario_error(step(1, "selective_op", R"("attention": "unfused")")).find("$.workload.activation_checkpoint") !=
         std::string::npos);
-  const std::string moe = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "training_step",
-      "model": {"hidden": 1024, "ffn_hidden": 4096, "heads": 8, "kv_heads": 8, "head_dim": 128, "layers": 4, "vocab": 32000,
-                "experts": 8, "top_k": 2, "expert_ffn_hidden": 1024},
-      "seq_len": 2048, "local_batch": 2, "mesh": {"ep": 8}, "activation_checkpoint": "selective_op"}, "variants": ["baseline"]})";
-  CHECK(test::scenario_error(moe).find("has experts") != std::string::npos);
   CHECK(test::scenario_error(step(1, "selectve_op")).find("$.workload.activation_checkpoint") != std::string::npos);
+  // Experts and latent attention are modelled.
+  CHECK_NOTHROW(scenario(moe_step(R"({"ep": 8})", "selective_op", true, true)));
 }

@@ -1,13 +1,18 @@
 #pragma once
 // torchtitan's per-op selective activation checkpointing, `"activation_checkpoint":
-// "selective_op"` (torchtitan 9dec370, the version of its published H100 benchmarks:
-// parallelisms/parallelize_llama.py, _apply_ac_to_transformer_block with
-// selective_ac_option "op"). Each decoder layer runs under a policy that keeps the outputs of
-// the ops in its _save_list: aten.mm (but the policy counts the layer's mm calls and
-// recomputes every second one), SDPA's flash and efficient attention,
-// _c10d_functional.reduce_scatter_tensor, and aten.abs / aten.max (fp8 amaxes).
-// Everything else is run again ahead of the layer's backward: the norms, residual adds and
-// SiLU*mul, TP's all-gathers and the recomputed linears. fp8 linears count alike: torchao's
+// "selective_op"`. Dense Llama layers follow torchtitan 9dec370, the version of its published
+// H100 benchmarks (parallelisms/parallelize_llama.py, _apply_ac_to_transformer_block with
+// selective_ac_option "op"); MoE and multi-head latent attention layers follow SelectiveAC of
+// torchtitan b5bcd76 (distributed/activation_checkpoint.py), whose policy is the same for a
+// dense layer. Each decoder layer runs under a policy that keeps the outputs of the ops on
+// its save list: aten.mm (but the policy counts the layer's mm calls and recomputes every
+// second one), SDPA, _c10d_functional.reduce_scatter_tensor and all_to_all_single (EP's
+// dispatch and combine), topk, and aten.max (fp8 amaxes); the MoE router's gate is always
+// recomputed and not counted (force_recompute_mm_shapes_by_fqns: "moe.router.gate"), and the
+// routed experts' aten._grouped_mm is on neither list (PyTorch's compute_intensive_ops names
+// mm, bmm, addmm, _scaled_mm and attention), so they run again. Everything else is run again
+// ahead of the layer's backward: the norms, residual adds, SiLU*mul, RoPE, token permutations,
+// TP's all-gathers and the recomputed linears. fp8 linears count alike: torchao's
 // Float8Linear calls torch.mm on Float8Tensors (float8/float8_linear.py), so the policy's
 // dispatch mode sees aten.mm before the tensor subclass turns it into _scaled_mm; a
 // recomputed fp8 linear casts its operands again, one pass each (the amaxes are kept).
@@ -21,14 +26,24 @@
 
 namespace tpsim {
 
-// A decoder layer's linears in the order its forward calls them (wq, wk, wv, wo, w1, [w3,]
-// w2), each as one TP rank multiplies it: [tokens, out] = [tokens, in] x [in, out].
+// A decoder layer's linears in the order its forward calls them, each as one TP rank
+// multiplies it: [rows, out] = [rows, in] x [in, out].
 struct LayerLinear {
   std::string name;
   std::int64_t out = 0, in = 0;  // on one TP rank
   bool row_parallel = false;     // output partial on every TP rank (wo, w2), reduce-scattered after
+  // The tensor it multiplies: linears reading the same one share an fp8 cast of it. The
+  // attention's and the FFN's "input" is the layer's, gathered over TP with sequence parallelism.
+  std::string input;
+  bool reads_gathered_input() const;
 };
+// A dense Llama layer's: wq, wk, wv, wo, w1, [w3,] w2.
 std::vector<LayerLinear> layer_linears(const ModelShape& m, int tp);
+// Any decoder layer's mm calls: the attention's (Llama's wq, wk, wv, wo; MLA's wq_a, wq_b,
+// wkv_a, wkv_b, wo as torchtitan's deepseek_v3/model.py calls them), then the FFN's (the
+// dense w1, [w3,] w2; a MoE layer's shared experts', none without them). The router's gate
+// and the routed experts' grouped GEMMs are not aten.mm calls the policy counts.
+std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe);
 
 // Whether the policy keeps linear `index`'s output (0-based call order): the 1st, 3rd, 5th
 // and 7th mm calls are kept, the 2nd, 4th and 6th recomputed.
@@ -36,13 +51,16 @@ bool op_policy_keeps(std::size_t index);
 
 // Activation elements per token a layer keeps on one TP rank, times tp (the unit of
 // activation_bytes_per_layer): the layer's input, the kept linears' outputs, the attention
-// output and, with sequence parallelism, the reduce-scatters' outputs. (SDPA's
-// log-sum-exp, one fp32 per head and token, is left out: under 1% of the rest.)
-double op_checkpoint_kept_per_token(const TrainingStepSpec& t);
+// output, with sequence parallelism the reduce-scatters' outputs and, in a MoE layer under
+// expert parallelism, the dispatch's and the combine's all-to-all outputs (top_k slots a
+// token, more on the busiest rank). (SDPA's log-sum-exp, one fp32 per head and token, and
+// topk's indices and scores are left out: under 1% of the rest.)
+double op_checkpoint_kept_per_token(const TrainingStepSpec& t, bool moe);
 
 // One layer's recomputation under the policy, kernels back to back ahead of its backward
-// (a dense layer with fused attention; MoE layers and unfused attention are refused by
-// the loader), plus TP's all-gathers run again.
-Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype);
+// (fused attention; unfused is refused by the loader), plus TP's all-gathers run again. In a
+// MoE layer this is the attention and the shared experts: the routed experts' recomputation
+// (everything of their pass but its all-to-alls) comes from their own simulation.
+Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool moe);
 
 }  // namespace tpsim
