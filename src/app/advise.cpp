@@ -106,11 +106,15 @@ Advice advise(const Json& scenario_json, const std::string& base_dir, unsigned j
   };
   std::vector<Draft> drafts;
   const bool zero_bubble_fits = !t.compile;
+  // Megatron-style checkpointing choices, and torchtitan's per-op policy where the scenario
+  // runs it (its layers' other choices are the same kernels).
+  std::vector<std::string> checkpoints = {"none", "selective", "full"};
+  if (t.checkpoint == Checkpointing::selective_op) checkpoints.push_back("selective_op");
   for (const Layout& l : layouts_tried) {
     const int data = l.fsdp * l.dp * l.ep;
     if (sequences % data != 0) continue;
     const std::int64_t local = sequences / data;
-    for (const char* ck : {"none", "selective", "full"}) {
+    for (const std::string& ck : checkpoints) {
       std::vector<Json> schedules;
       if (l.pp == 1) {
         schedules.push_back(Json::object());

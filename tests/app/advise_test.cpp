@@ -1,5 +1,8 @@
 #include "support/catch.hpp"
 
+#include <set>
+#include <string>
+
 #include "tpsim/app/advise.hpp"
 #include "tpsim/io/scenario.hpp"
 
@@ -65,4 +68,17 @@ TEST_CASE("advise ranks the same on one thread as on several", "[step][advise]")
   CHECK(one.candidates == four.candidates);
   CHECK(one.invalid == four.invalid);
   CHECK(advice_json(one, 100000) == advice_json(four, 100000));
+}
+
+TEST_CASE("advise tries torchtitan's per-op checkpointing where the scenario runs it", "[step][advise]") {
+  const auto checkpoints = [](const std::string& ck) {
+    const Json doc = Json::parse(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "variants": ["baseline"],
+        "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 4096, "local_batch": 1, "mesh": {"fsdp": 8},
+                     "sequence_parallel": true, "activation_checkpoint": ")" + ck + R"("}})");
+    std::set<std::string> seen;
+    for (const AdviceRow& r : advise(doc, "").rows) seen.insert(r.checkpoint);
+    return seen;
+  };
+  CHECK(checkpoints("selective_op") == std::set<std::string>{"full", "none", "selective", "selective_op"});
+  CHECK(checkpoints("full") == std::set<std::string>{"full", "none", "selective"});
 }

@@ -45,8 +45,8 @@ std::vector<LayerLinear> layer_linears(const ModelShape& m, int tp);
 // and the routed experts' grouped GEMMs are not aten.mm calls the policy counts.
 std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe);
 
-// Whether the policy keeps linear `index`'s output (0-based call order): the 1st, 3rd, 5th
-// and 7th mm calls are kept, the 2nd, 4th and 6th recomputed.
+// Whether the policy keeps linear `index`'s output (0-based call order): the odd-numbered
+// mm calls (1st, 3rd, 5th ...) are kept, the even-numbered ones recomputed.
 bool op_policy_keeps(std::size_t index);
 
 // Activation elements per token a layer keeps on one TP rank, times tp (the unit of
