@@ -63,8 +63,9 @@ MlaShape parse_mla(const ObjectReader& o, const ModelShape& shape) {
   if (given == 0) return {};
   for (const char* k : kKeys)
     if (!o.has(k)) fail_at(o.child_path(k), "missing: multi-head latent attention needs q_lora_rank, kv_lora_rank, rope_head_dim and v_head_dim");
-  MlaShape mla{bounded_dimension(o, "q_lora_rank"), bounded_dimension(o, "kv_lora_rank"), bounded_dimension(o, "rope_head_dim"),
-               bounded_dimension(o, "v_head_dim")};
+  // q_lora_rank 0: the query is projected straight from the input (DeepSeek-V2-Lite's wq).
+  const std::int64_t q_lora_rank = o.non_negative_int("q_lora_rank") == 0 ? 0 : bounded_dimension(o, "q_lora_rank");
+  MlaShape mla{q_lora_rank, bounded_dimension(o, "kv_lora_rank"), bounded_dimension(o, "rope_head_dim"), bounded_dimension(o, "v_head_dim")};
   if (mla.rope_head_dim >= shape.head_dim)
     fail_at(o.child_path("rope_head_dim"), fmt::format("{} rotary dims leave none of head_dim {} for the rest", mla.rope_head_dim, shape.head_dim));
   if (shape.kv_heads != shape.heads)

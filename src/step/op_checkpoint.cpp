@@ -53,11 +53,14 @@ std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe) {
     // The down projections are replicated on every TP rank (whole latents, on the gathered
     // input); the up projections split by heads; wo row-parallel (strategies/layer.cpp).
     const std::int64_t h = m.hidden, heads = m.heads / tp, ql = m.mla.q_lora_rank, kvl = m.mla.kv_lora_rank;
-    l = {{"attention.wq_a", ql, h, false, "attention.input"},
-         {"attention.wq_b", heads * m.head_dim, ql, false, "attention.q_latent"},
-         {"attention.wkv_a", kvl + m.mla.rope_head_dim, h, false, "attention.input"},
+    if (m.mla_query_latent())
+      l = {{"attention.wq_a", ql, h, false, "attention.input"}, {"attention.wq_b", heads * m.head_dim, ql, false, "attention.q_latent"}};
+    else
+      l = {{"attention.wq", heads * m.head_dim, h, false, "attention.input"}};
+    l.insert(l.end(),
+        {{"attention.wkv_a", kvl + m.mla.rope_head_dim, h, false, "attention.input"},
          {"attention.wkv_b", heads * (m.head_dim - m.mla.rope_head_dim + m.v_head_dim()), kvl, false, "attention.kv_latent"},
-         {"attention.wo", h, heads * m.v_head_dim(), true, "attention.output"}};
+         {"attention.wo", h, heads * m.v_head_dim(), true, "attention.output"}});
   } else {
     for (LayerLinear& x : layer_linears(m, tp))
       if (x.name.rfind("attention.", 0) == 0) l.push_back(std::move(x));

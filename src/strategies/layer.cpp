@@ -99,7 +99,8 @@ class LayerBuilder {
  private:
   // Multi-head latent attention, as DeepSeek-V3's inference/model.py lays it out under TP:
   // the down projections (wq_a, wkv_a) replicated on every rank's gathered input, their
-  // latents normalized, the up projections (wq_b, wkv_b) split by heads, wo row-parallel.
+  // latents normalized, the up projections (wq_b, wkv_b) split by heads, wo row-parallel;
+  // without a query latent (q_lora_rank 0) one wq, split by heads, makes the query.
   // Every GEMM that reads the gathered input or a latent runs row by row, so the region's
   // decomposition still applies to it.
   // MLA's widths on this rank: the query and key-value latents (the latter with the shared
@@ -116,9 +117,12 @@ class LayerBuilder {
     const auto& x = sh_;
     const auto [ql, kvl, kva, q, kv_up, o] = mla_widths();
     norm("attention.norm", x.tr * x.h);
-    gather("attention.qkv", x.tr * x.h,
-           {{{x.t, ql, x.h}, {x.tr, ql, x.h}}, {{x.t, q, ql}, {x.tr, q, ql}}, {{x.t, kva, x.h}, {x.tr, kva, x.h}},
-            {{x.t, kv_up, kvl}, {x.tr, kv_up, kvl}}});
+    // The query: down and up again (wq_a, wq_b), or one wq without a query latent.
+    std::vector<RegionGemm> gemms = ql > 0 ? std::vector<RegionGemm>{{{x.t, ql, x.h}, {x.tr, ql, x.h}}, {{x.t, q, ql}, {x.tr, q, ql}}}
+                                           : std::vector<RegionGemm>{{{x.t, q, x.h}, {x.tr, q, x.h}}};
+    gemms.push_back({{x.t, kva, x.h}, {x.tr, kva, x.h}});
+    gemms.push_back({{x.t, kv_up, kvl}, {x.tr, kv_up, kvl}});
+    gather("attention.qkv", x.tr * x.h, std::move(gemms));
     local("attention.latent_norms", x.t * (ql + kvl), x.t * (ql + kvl));
     rope(false);
     attention(false);
@@ -135,13 +139,19 @@ class LayerBuilder {
     // Input gradients: through the up projections to this rank's share of the latents'
     // gradients, then through the replicated down projections; the partial sums are
     // reduce-scattered like any row-parallel output.
-    scatter("attention.qkv.backward_input", x.tr * x.h,
-            {{{x.t, ql, q}, {x.tr, ql, q}}, {{x.t, kvl, kv_up}, {x.tr, kvl, kv_up}}, {{x.t, x.h, ql}, {x.tr, x.h, ql}},
-             {{x.t, x.h, kva}, {x.tr, x.h, kva}}},
-            Weights::every_gemm);
-    weight_gradient("attention.qkv.backward_weight", x.tr * x.h,
-                    {{{ql, q, x.t}, {ql, q, x.tr}}, {{kvl, kv_up, x.t}, {kvl, kv_up, x.tr}}, {{x.h, ql, x.t}, {x.h, ql, x.tr}},
-                     {{x.h, kva, x.t}, {x.h, kva, x.tr}}});
+    std::vector<RegionGemm> input = {{{x.t, kvl, kv_up}, {x.tr, kvl, kv_up}}, {{x.t, x.h, kva}, {x.tr, x.h, kva}}};
+    std::vector<RegionGemm> weight = {{{kvl, kv_up, x.t}, {kvl, kv_up, x.tr}}, {{x.h, kva, x.t}, {x.h, kva, x.tr}}};
+    if (ql > 0) {
+      input.insert(input.begin(), RegionGemm{{x.t, ql, q}, {x.tr, ql, q}});
+      input.insert(input.begin() + 2, RegionGemm{{x.t, x.h, ql}, {x.tr, x.h, ql}});
+      weight.insert(weight.begin(), RegionGemm{{ql, q, x.t}, {ql, q, x.tr}});
+      weight.insert(weight.begin() + 2, RegionGemm{{x.h, ql, x.t}, {x.h, ql, x.tr}});
+    } else {  // one wq, split by heads like the up projections
+      input.insert(input.begin(), RegionGemm{{x.t, x.h, q}, {x.tr, x.h, q}});
+      weight.insert(weight.begin(), RegionGemm{{x.h, q, x.t}, {x.h, q, x.tr}});
+    }
+    scatter("attention.qkv.backward_input", x.tr * x.h, std::move(input), Weights::every_gemm);
+    weight_gradient("attention.qkv.backward_weight", x.tr * x.h, std::move(weight));
     // The replicated down projections' (and latent norms') gradients are partial on each TP
     // rank: summed over the group, as sequence-parallel norm weights are.
     if (ranks_.size() > 1) {

@@ -137,3 +137,40 @@ TEST_CASE("A training step bounds MLA's widest projection before it builds anyth
       "variants": ["baseline"]})";
   CHECK_THAT(test::scenario_error(big), Catch::Matchers::Contains("$.workload.model: a 131072 x 1048576 operand"));
 }
+
+TEST_CASE("MLA without a query latent (q_lora_rank 0) projects the query with one wq: DeepSeek-V2-Lite's 15.7B come out", "[step][mla]") {
+  // DeepSeek-V2-Lite (DeepSeek-V2 report, arXiv 2405.04434; its config.json: q_lora_rank null,
+  // kv_lora_rank 512, 16 heads of 128 + 64 rotary, values 128, 27 layers, the first dense
+  // (10944 wide), then 64 routed experts of 1408 (top 6) and 2 shared, vocabulary 102400).
+  const ModelShape lite = parse_scenario(Json::parse(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "training_step", "seq_len": 4096, "local_batch": 1, "mesh": {"ep": 8},
+        "model": {"hidden": 2048, "ffn_hidden": 10944, "heads": 16, "kv_heads": 16, "head_dim": 192, "layers": 27, "vocab": 102400,
+                  "q_lora_rank": 0, "kv_lora_rank": 512, "rope_head_dim": 64, "v_head_dim": 128,
+                  "experts": 64, "top_k": 6, "expert_ffn_hidden": 1408, "shared_experts": 2, "first_dense_layers": 1}},
+      "variants": ["baseline"]})"), "").workload.step.model;
+  REQUIRE(lite.is_mla());
+  REQUIRE_FALSE(lite.mla_query_latent());
+  double total = 2 * lite.embedding_params(), active = lite.embedding_params();  // the input embedding is a lookup
+  for (std::int64_t l = 0; l < lite.layers; ++l) total += lite.layer_params(l), active += lite.active_layer_params(l);
+  INFO("total " << total / 1e9 << " B, active " << active / 1e9 << " B");
+  // Published: 15.7B in all, 2.4B activated per token.
+  CHECK(total == Approx(15.7e9).epsilon(0.005));
+  CHECK(active == Approx(2.4e9).epsilon(0.03));
+  // The query projection: one 2048 x 3072 wq in place of a down and an up projection.
+  ModelShape with_latent = lite;
+  with_latent.mla.q_lora_rank = 1536;
+  CHECK(with_latent.attention_params() - lite.attention_params() == Approx(2048.0 * 1536 + 1536.0 * 3072 + 1536 - 2048.0 * 3072));
+}
+
+TEST_CASE("An MLA layer without a query latent multiplies by wq split by heads, the key-value latent replicated", "[strategies][mla]") {
+  std::string direct = layer(true);
+  direct.replace(direct.find(R"("q_lora_rank": 1024)"), 19, R"("q_lora_rank": 0)");
+  const RunResult mla = simulate(direct), mha = simulate(layer(false));
+  const double f = gemm_flops(variant(mla, "baseline"));
+  CHECK(gemm_flops(variant(mla, "async_tp")) == Approx(f));
+  // Per token over the 8 ranks: wq 4096 x 6144 split by heads, the KV down projection on every
+  // rank (8 x 4096 x 576), the KV up projection and wo split: 512 x 32 x 256 + 4096 x 4096.
+  const double ffn = 3.0 * 4096 * 11008, mha_attention = 4.0 * 4096 * 6144;
+  const double attention = 4096.0 * 6144 + 8.0 * 4096 * 576 + 512.0 * 32 * 256 + 4096.0 * 4096;
+  CHECK(f / gemm_flops(variant(mha, "baseline")) == Approx((attention + ffn) / (mha_attention + ffn)).epsilon(0.005));
+}

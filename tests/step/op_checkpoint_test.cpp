@@ -117,6 +117,12 @@ TEST_CASE("the per-op policy counts MLA's five mm calls and a MoE layer's shared
   const auto [mla_kept, mla_recomputed] = kept_and_recomputed(block_linears(mla.model, 1, false));
   CHECK(mla_kept == std::vector<std::string>{"attention.wq_a", "attention.wkv_a", "attention.wo", "ffn.w3"});
   CHECK(mla_recomputed == std::vector<std::string>{"attention.wq_b", "attention.wkv_b", "ffn.w1", "ffn.w2"});
+  // Without a query latent MLA calls wq, wkv_a, wkv_b, wo: the Llama parity again.
+  ModelShape direct = mla.model;
+  direct.mla.q_lora_rank = 0;
+  const auto [direct_kept, direct_recomputed] = kept_and_recomputed(block_linears(direct, 1, false));
+  CHECK(direct_kept == std::vector<std::string>{"attention.wq", "attention.wkv_b", "ffn.w1", "ffn.w2"});
+  CHECK(direct_recomputed == std::vector<std::string>{"attention.wkv_a", "attention.wo", "ffn.w3"});
   // A MoE layer's shared experts follow the attention (the router's gate is forced to
   // recompute and not counted; the routed experts' grouped GEMMs are not aten.mm).
   const TrainingStepSpec gqa = scenario(moe_step(R"({"ep": 8})", "selective_op", true, false)).workload.step;

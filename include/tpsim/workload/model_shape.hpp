@@ -19,6 +19,8 @@ struct MoeShape {
 // to low-rank latents (replicated under TP), normalized, and up again per head (split by
 // heads); each head's query and key carry `rope_head_dim` rotary dims of `head_dim` (the key's
 // shared by every head), and its value is `v_head_dim` wide. kv_lora_rank 0: ordinary attention.
+// q_lora_rank 0: the query is projected straight from the input by one wq split by heads, as
+// in DeepSeek-V2-Lite (and torchtitan's DeepSeek-V3 16B flavour).
 struct MlaShape {
   std::int64_t q_lora_rank = 0, kv_lora_rank = 0, rope_head_dim = 0, v_head_dim = 0;
 };
@@ -34,6 +36,7 @@ struct ModelShape {
   int ffn_up_projections() const { return gated_ffn ? 2 : 1; }
 
   bool is_mla() const { return mla.kv_lora_rank > 0; }
+  bool mla_query_latent() const { return is_mla() && mla.q_lora_rank > 0; }  // wq_a and wq_b; else one wq
   std::int64_t v_head_dim() const { return is_mla() ? mla.v_head_dim : head_dim; }
   std::int64_t q_width() const { return heads * head_dim; }
   std::int64_t kv_width() const { return kv_heads * head_dim; }
@@ -58,7 +61,8 @@ struct ModelShape {
     if (is_mla()) {
       const double ql = static_cast<double>(mla.q_lora_rank), kvl = static_cast<double>(mla.kv_lora_rank);
       const double nope = static_cast<double>(head_dim - mla.rope_head_dim);
-      return h * ql + ql * static_cast<double>(q_width()) + h * (kvl + static_cast<double>(mla.rope_head_dim)) +
+      const double query = mla_query_latent() ? h * ql + ql * static_cast<double>(q_width()) : h * static_cast<double>(q_width());
+      return query + h * (kvl + static_cast<double>(mla.rope_head_dim)) +
              kvl * static_cast<double>(heads) * (nope + static_cast<double>(mla.v_head_dim)) + static_cast<double>(o_width()) * h +
              2.0 * h + ql + kvl;
     }
