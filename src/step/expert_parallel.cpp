@@ -84,6 +84,11 @@ double distinct_nodes_per_token(std::int64_t experts, std::int64_t top_k, int no
   return chosen * (1 - miss);
 }
 
+double ExpertLoad::busiest_slots_per_token(std::int64_t top_k) const {
+  const double k = static_cast<double>(top_k);
+  return sent_slots > 0 ? rank_slots(busiest_rank) / sent_slots * k : k;
+}
+
 double ExpertLoad::rank_slots(int rank) const {
   if (rank_share.empty()) return 0;
   double sum = 0;

@@ -30,9 +30,7 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
     // Per token, top_k routed slots (more on the rank whose experts routing favours: its
     // memory is the stage's peak): the dispatched input (every TP rank holds each slot's
     // whole hidden vector, hence x tp before the / tp below) and the expert FFN's outputs.
-    const ExpertLoad load = expert_load(t);
-    const double k = load.sent_slots > 0 ? load.rank_slots(load.busiest_rank) / load.sent_slots * static_cast<double>(x.top_k)
-                                         : static_cast<double>(x.top_k);
+    const double k = expert_load(t).busiest_slots_per_token(x.top_k);
     ffn_kept = up * shared + k * (h * tp + up * ef);
     ffn_recomputed = shared + k * ef;
   }

@@ -25,27 +25,7 @@ void append_ffn(std::vector<LayerLinear>& l, const ModelShape& m, std::int64_t w
 
 bool fp8_linears(const TrainingStepSpec& t, Dtype dtype) { return t.linear_dtype == Dtype::fp8 && dtype != Dtype::fp8; }
 
-// Token slots a rank's routed experts compute per token of its own: top_k on average, more
-// on the busiest rank (its memory and time pace the stage).
-double busiest_slots_per_token(const TrainingStepSpec& t) {
-  const ExpertLoad load = expert_load(t);
-  const double k = static_cast<double>(t.model.moe.top_k);
-  return load.sent_slots > 0 ? load.rank_slots(load.busiest_rank) / load.sent_slots * k : k;
-}
-
 }  // namespace
-
-std::vector<LayerLinear> layer_linears(const ModelShape& m, int tp) {
-  const std::int64_t h = m.hidden, q = m.q_width() / tp;
-  // KV heads are replicated when there are fewer than TP ranks.
-  const std::int64_t kv = std::max<std::int64_t>(1, m.kv_heads / tp) * m.head_dim;
-  std::vector<LayerLinear> l = {{"attention.wq", q, h, false, "attention.input"},
-                                {"attention.wk", kv, h, false, "attention.input"},
-                                {"attention.wv", kv, h, false, "attention.input"},
-                                {"attention.wo", h, q, true, "attention.output"}};
-  append_ffn(l, m, m.ffn_hidden / tp);
-  return l;
-}
 
 std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe) {
   std::vector<LayerLinear> l;
@@ -62,8 +42,13 @@ std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe) {
          {"attention.wkv_b", heads * (m.head_dim - m.mla.rope_head_dim + m.v_head_dim()), kvl, false, "attention.kv_latent"},
          {"attention.wo", h, heads * m.v_head_dim(), true, "attention.output"}});
   } else {
-    for (LayerLinear& x : layer_linears(m, tp))
-      if (x.name.rfind("attention.", 0) == 0) l.push_back(std::move(x));
+    const std::int64_t h = m.hidden, q = m.q_width() / tp;
+    // KV heads are replicated when there are fewer than TP ranks.
+    const std::int64_t kv = std::max<std::int64_t>(1, m.kv_heads / tp) * m.head_dim;
+    l = {{"attention.wq", q, h, false, "attention.input"},
+         {"attention.wk", kv, h, false, "attention.input"},
+         {"attention.wv", kv, h, false, "attention.input"},
+         {"attention.wo", h, q, true, "attention.output"}};
   }
   append_ffn(l, m, (moe ? m.moe.shared_experts * m.moe.expert_ffn_hidden : m.ffn_hidden) / tp);
   return l;
@@ -83,7 +68,7 @@ double op_checkpoint_kept_per_token(const TrainingStepSpec& t, bool moe) {
   // all_to_all_single's outputs: every slot's whole hidden vector on every TP rank (as the
   // dispatched input is kept without checkpointing: activation_bytes_per_layer), once
   // dispatched and once combined. Without EP the routed path has no collective to keep.
-  if (moe && t.mesh.size(MeshDim::ep) > 1) kept += 2 * busiest_slots_per_token(t) * h * tp;
+  if (moe && t.mesh.size(MeshDim::ep) > 1) kept += 2 * expert_load(t).busiest_slots_per_token(t.model.moe.top_k) * h * tp;
   return kept;
 }
 

@@ -139,17 +139,19 @@ class LayerBuilder {
     // Input gradients: through the up projections to this rank's share of the latents'
     // gradients, then through the replicated down projections; the partial sums are
     // reduce-scattered like any row-parallel output.
-    std::vector<RegionGemm> input = {{{x.t, kvl, kv_up}, {x.tr, kvl, kv_up}}, {{x.t, x.h, kva}, {x.tr, x.h, kva}}};
-    std::vector<RegionGemm> weight = {{{kvl, kv_up, x.t}, {kvl, kv_up, x.tr}}, {{x.h, kva, x.t}, {x.h, kva, x.tr}}};
+    // In order: the query's up projection (or its one wq, split by heads like the up
+    // projections), the key-value up projection, the query's and the key-value down projections.
+    std::vector<RegionGemm> input, weight;
+    input.push_back(ql > 0 ? RegionGemm{{x.t, ql, q}, {x.tr, ql, q}} : RegionGemm{{x.t, x.h, q}, {x.tr, x.h, q}});
+    weight.push_back(ql > 0 ? RegionGemm{{ql, q, x.t}, {ql, q, x.tr}} : RegionGemm{{x.h, q, x.t}, {x.h, q, x.tr}});
+    input.push_back({{x.t, kvl, kv_up}, {x.tr, kvl, kv_up}});
+    weight.push_back({{kvl, kv_up, x.t}, {kvl, kv_up, x.tr}});
     if (ql > 0) {
-      input.insert(input.begin(), RegionGemm{{x.t, ql, q}, {x.tr, ql, q}});
-      input.insert(input.begin() + 2, RegionGemm{{x.t, x.h, ql}, {x.tr, x.h, ql}});
-      weight.insert(weight.begin(), RegionGemm{{ql, q, x.t}, {ql, q, x.tr}});
-      weight.insert(weight.begin() + 2, RegionGemm{{x.h, ql, x.t}, {x.h, ql, x.tr}});
-    } else {  // one wq, split by heads like the up projections
-      input.insert(input.begin(), RegionGemm{{x.t, x.h, q}, {x.tr, x.h, q}});
-      weight.insert(weight.begin(), RegionGemm{{x.h, q, x.t}, {x.h, q, x.tr}});
+      input.push_back({{x.t, x.h, ql}, {x.tr, x.h, ql}});
+      weight.push_back({{x.h, ql, x.t}, {x.h, ql, x.tr}});
     }
+    input.push_back({{x.t, x.h, kva}, {x.tr, x.h, kva}});
+    weight.push_back({{x.h, kva, x.t}, {x.h, kva, x.tr}});
     scatter("attention.qkv.backward_input", x.tr * x.h, std::move(input), Weights::every_gemm);
     weight_gradient("attention.qkv.backward_weight", x.tr * x.h, std::move(weight));
     // The replicated down projections' (and latent norms') gradients are partial on each TP

@@ -29,7 +29,7 @@ Scenario scenario(const std::string& json) { return parse_scenario(Json::parse(j
 
 TEST_CASE("the per-op policy keeps every other linear in call order", "[step][checkpoint]") {
   const Scenario s = scenario(step(1, "selective_op"));
-  const auto linears = layer_linears(s.workload.step.model, 1);
+  const auto linears = block_linears(s.workload.step.model, 1, false);
   REQUIRE(linears.size() == 7);
   std::vector<std::string> kept, recomputed;
   for (std::size_t i = 0; i < linears.size(); ++i) (op_policy_keeps(i) ? kept : recomputed).push_back(linears[i].name);
@@ -37,7 +37,7 @@ TEST_CASE("the per-op policy keeps every other linear in call order", "[step][ch
   CHECK(recomputed == std::vector<std::string>{"attention.wk", "attention.wo", "ffn.w3"});
   // Under TP each rank holds 1/tp of a column-parallel linear's outputs and the whole
   // (partial) output of a row-parallel one; Llama 3 8B's 8 KV heads give one per rank at tp 8.
-  const auto sharded = layer_linears(s.workload.step.model, 8);
+  const auto sharded = block_linears(s.workload.step.model, 8, false);
   CHECK(sharded[0].out == 512);
   CHECK(sharded[1].out == 128);
   CHECK(sharded[3].out == 4096);
@@ -69,7 +69,7 @@ TEST_CASE("the per-op policy recomputes more than Megatron's selective and less 
     CHECK(b.recompute < c.recompute);
     // At least the recomputed GEMMs (wk, wo, w3) alone.
     const TrainingStepSpec& t = op.workload.step;
-    const auto l = layer_linears(t.model, tp);
+    const auto l = block_linears(t.model, tp, false);
     const std::int64_t m = t.rank_tokens();
     const Tick gemms = kernels_alone({{"wk", GemmOp{{m, l[1].out, l[1].in, Dtype::bf16}}},
                                       {"wo", GemmOp{{m, l[3].out, l[3].in, Dtype::bf16}}},
@@ -133,9 +133,10 @@ TEST_CASE("the per-op policy counts MLA's five mm calls and a MoE layer's shared
   const TrainingStepSpec no_shared = scenario(moe_step(R"({"ep": 8})", "selective_op", false, false)).workload.step;
   CHECK(block_linears(no_shared.model, 1, true).size() == 4);
   // A dense layer's list is the Llama layer's.
-  const auto dense = block_linears(gqa.model, 2, false), llama = layer_linears(gqa.model, 2);
+  const std::vector<std::string> llama = {"attention.wq", "attention.wk", "attention.wv", "attention.wo", "ffn.w1", "ffn.w3", "ffn.w2"};
+  const auto dense = block_linears(gqa.model, 2, false);
   REQUIRE(dense.size() == llama.size());
-  for (std::size_t i = 0; i < dense.size(); ++i) CHECK(dense[i].name == llama[i].name);
+  for (std::size_t i = 0; i < dense.size(); ++i) CHECK(dense[i].name == llama[i]);
   // MLA's up projections read the latents, not the gathered input: an fp8 cast of their own.
   const auto ml = block_linears(mla.model, 2, false);
   CHECK(ml[0].reads_gathered_input());

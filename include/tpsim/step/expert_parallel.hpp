@@ -39,6 +39,8 @@ struct ExpertLoad {
   int busiest_rank = 0;              // the rank whose experts get the most: it paces every MoE layer
   double sent_slots = 0;             // token slots each rank sends (its tokens x top_k)
   double rank_slots(int rank) const;  // token slots rank `rank` computes
+  // Token slots the busiest rank's experts compute per token a rank routes: top_k on average.
+  double busiest_slots_per_token(std::int64_t top_k) const;
   std::vector<double> rank_experts(int rank) const;  // its experts' slots
 };
 // Experts are placed in order, experts / ep to a rank. The shares come from the workload's

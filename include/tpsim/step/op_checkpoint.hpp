@@ -37,13 +37,11 @@ struct LayerLinear {
   std::string input;
   bool reads_gathered_input() const;
 };
-// A dense Llama layer's: wq, wk, wv, wo, w1, [w3,] w2.
-std::vector<LayerLinear> layer_linears(const ModelShape& m, int tp);
-// Any decoder layer's mm calls: the attention's (Llama's wq, wk, wv, wo; MLA's wq_a, wq_b (or
-// one wq without a query latent), wkv_a, wkv_b, wo as torchtitan's deepseek_v3/model.py calls
-// them), then the FFN's (the
-// dense w1, [w3,] w2; a MoE layer's shared experts', none without them). The router's gate
-// and the routed experts' grouped GEMMs are not aten.mm calls the policy counts.
+// A decoder layer's mm calls: the attention's (Llama's wq, wk, wv, wo; MLA's wq_a, wq_b (or one
+// wq without a query latent), wkv_a, wkv_b, wo as torchtitan's deepseek_v3/model.py calls
+// them), then the FFN's (the dense w1, [w3,] w2; a MoE layer's shared experts', none without
+// them). The router's gate and the routed experts' grouped GEMMs are not aten.mm calls the
+// policy counts.
 std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe);
 
 // Whether the policy keeps linear `index`'s output (0-based call order): the odd-numbered
