@@ -152,6 +152,11 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   if (t.rank_tokens() % tp != 0)
     fail_at(w.child_path("seq_len"), fmt::format("a microbatch of {} tokens{} does not divide over tp {}", t.rank_tokens(),
                                                  cp > 1 ? std::string(" per CP rank") : "", tp));
+  // ChunkedLossWrapper splits the rank's tokens into equal chunks (torch._check: the
+  // sequence length must be divisible by num_chunks).
+  if (t.rank_tokens() % t.loss_chunks != 0)
+    fail_at(w.child_path("loss_chunks"), fmt::format("{} chunks do not divide a microbatch's {} tokens{}", t.loss_chunks, t.rank_tokens(),
+                                                     cp > 1 ? std::string(" per CP rank") : ""));
   if (t.schedule == PipelineSchedule::interleaved_1f1b) {
     if (t.virtual_stages < 2) fail_at(w.child_path("virtual_stages"), "interleaved 1F1B needs at least 2 virtual stages per rank");
     if (t.microbatches % pp != 0)
@@ -250,7 +255,7 @@ void check_zero_bubble(const TrainingStepSpec& t, const ObjectReader& w) {
 
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
-          "virtual_stages", "linear_dtype", "compile", "elementwise", "cross_entropy", "loss_parallel", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
+          "virtual_stages", "linear_dtype", "compile", "elementwise", "cross_entropy", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
           "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
           "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input"};
 }
@@ -336,6 +341,13 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   if (w.has("loss_parallel") && !t.aten_cross_entropy)
     fail_at(w.child_path("loss_parallel"),
             "applies to \"cross_entropy\": \"aten\" (Megatron-LM's in-place loss is always vocabulary-parallel)");
+  if (w.has("loss_chunks")) {
+    const std::int64_t n = w.positive_int("loss_chunks");
+    if (n > 4096) fail_at(w.child_path("loss_chunks"), fmt::format("{} is more than the limit 4096", n));
+    if (!t.aten_cross_entropy)
+      fail_at(w.child_path("loss_chunks"), "is torchtitan's chunked loss around aten's cross entropy: it needs \"cross_entropy\": \"aten\"");
+    t.loss_chunks = static_cast<int>(n);
+  }
   if (t.aten_elementwise && t.compile)
     fail_at(w.child_path("elementwise"), "\"aten\" is uncompiled PyTorch's kernels; with \"compile\": true they are fused");
   t.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);

@@ -12,6 +12,7 @@
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/op_checkpoint.hpp"
+#include "tpsim/step/output_layer.hpp"
 #include "tpsim/step/weight_gradients.hpp"
 #include "tpsim/strategies/eager_kernels.hpp"
 #include "tpsim/strategies/registry.hpp"
@@ -293,71 +294,18 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   // Embedding: a row gather forward, a scatter-add of the gradient backward (this rank's sequence shard).
   c.embedding_forward = elementwise_time(hw, {ElementwiseOp{rows * h * e, rows * h * e}});
   c.embedding_backward = elementwise_time(hw, {ElementwiseOp{2.0 * rows * h * e, rows * h * e}});
-  // Output layer: the vocabulary is split over TP (column-parallel); its input is all-gathered
-  // from the sequence shards and its input gradient reduce-scattered back.
-  const std::int64_t v = (t.model.vocab + tp - 1) / tp;
-  const GroupLayout tp_group{tp, tp, 1, 1};
-  const Tick gather = group_collective_cost(GroupOp::all_gather, tokens * h * e, tp_group, hw).time;
-  const Tick scatter = group_collective_cost(GroupOp::reduce_scatter, tokens * h * e, tp_group, hw).time;
-  Dag fwd(1), bwd(1);
-  fwd.add(0, 0, "final_norm", ElementwiseOp{rows * h * e, rows * h * e});
-  fwd.add(0, 0, "output", GemmOp{{tokens, v, h, s.dtype}});
-  // The loss's logits on this rank: its vocabulary shard, or every shard's, gathered.
-  const double logits = static_cast<double>(tokens) * static_cast<double>(t.loss_vocab());
-  Tick loss_collectives = 0;
-  if (!t.loss_on_vocab_shard())
-    loss_collectives += group_collective_cost(GroupOp::all_gather, logits * e, tp_group, hw).time;
-  if (t.loss_parallel_decomposed()) {
-    // loss_parallel (torch/distributed/tensor/parallel/loss.py, read at pytorch 02eef6b):
-    // _log_softmax as aten ops (amax, x - max, exp, sum, shifted - logsumexp) with an
-    // all-reduce of the maxima and one of the sums, nll_loss's picked values all-reduced; its
-    // backward (_nll_loss_and_log_softmax_backward) builds zeros with -1 at the targets, then
-    // (grad_input + exp(x)) * grad_output, a tensor per op.
-    const double per_token = 4.0 * tokens;
-    fwd.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
-    fwd.add(0, 0, "loss_parallel.amax", ElementwiseOp{logits * 4, per_token});
-    fwd.add(0, 0, "loss_parallel.sub_max", ElementwiseOp{logits * 4, logits * 4});
-    fwd.add(0, 0, "loss_parallel.exp", ElementwiseOp{logits * 4, logits * 4});
-    fwd.add(0, 0, "loss_parallel.sum", ElementwiseOp{logits * 4, per_token});
-    fwd.add(0, 0, "loss_parallel.sub_logsumexp", ElementwiseOp{logits * 4, logits * 4});
-    fwd.add(0, 0, "loss_parallel.nll_loss", ElementwiseOp{8.0 * tokens, per_token});
-    loss_collectives += 3 * group_collective_cost(GroupOp::all_reduce, per_token, tp_group, hw).time;
-    bwd.add(0, 0, "loss_parallel.backward.zeros", ElementwiseOp{0, logits * 4});
-    bwd.add(0, 0, "loss_parallel.backward.exp", ElementwiseOp{logits * 4, logits * 4});
-    bwd.add(0, 0, "loss_parallel.backward.add", ElementwiseOp{logits * 8, logits * 4});
-    bwd.add(0, 0, "loss_parallel.backward.mul", ElementwiseOp{logits * 4, logits * 4});
-    bwd.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
-  } else if (t.aten_cross_entropy) {
-    // logits.float(); log_softmax (a max-and-sum pass, then the output); nll_loss picks a
-    // value per token. Backward: nll_loss's dense gradient, log_softmax's, the down-cast.
-    fwd.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
-    fwd.add(0, 0, "cross_entropy.log_softmax", ElementwiseOp{logits * 8, logits * 4});
-    fwd.add(0, 0, "cross_entropy.nll_loss", ElementwiseOp{8.0 * tokens, 4.0 * tokens});
-    bwd.add(0, 0, "cross_entropy.nll_loss.backward", ElementwiseOp{8.0 * tokens, logits * 4});
-    bwd.add(0, 0, "cross_entropy.log_softmax.backward", ElementwiseOp{logits * 8, logits * 4});
-    bwd.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
-  } else {
-    fwd.add(0, 0, "cross_entropy", ElementwiseOp{logits * e, 4.0 * tokens});  // logits read once, fp32 loss per token
-    bwd.add(0, 0, "cross_entropy.backward", ElementwiseOp{logits * e, logits * e});
-  }
-  bwd.add(0, 0, "output.backward_input", GemmOp{{tokens, h, v, s.dtype}});
-  bwd.add(0, 0, "output.backward_weight", GemmOp{{h, v, tokens, s.dtype}});
-  bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});
-  c.output_forward = makespan(fwd, hw) + gather + loss_collectives;
-  c.output_backward = makespan(bwd, hw) + scatter;
+  const OutputLayerCosts out = simulate_output_layer(t, hw, s.dtype);
+  c.output_forward = out.forward;
+  c.output_backward = out.backward;
+  c.output_forward_tp_bytes = out.forward_tp_bytes;
+  c.output_backward_tp_bytes = out.backward_tp_bytes;
   // Only a schedule that runs them apart needs them; never more than the backward they are
   // part of (the layer's overlaps its GEMMs with TP).
   if (t.splits_backward()) {
     c.backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype), c.backward);
     if (c.moe) c.moe->backward_weight = std::min(layer_weight_gradients(t, hw, s.dtype, true), c.moe->backward);
-    c.output_backward_weight = std::min(kernels_alone({{"output.backward_weight", GemmOp{{h, v, tokens, s.dtype}}}}, hw), c.output_backward);
+    c.output_backward_weight = out.backward_weight;
   }
-  // Each ring member sends (tp - 1) / tp of the buffer to its successor, which is in the next
-  // node for one member per node the group spans.
-  const GroupLayout tp_spread = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);
-  const double ring_bytes = static_cast<double>(tokens * h) * e * (tp - 1) / tp;
-  const double across = tp_spread.crosses_nodes() ? static_cast<double>(tp_spread.nodes) / tp : 0.0;
-  c.output_forward_tp_bytes = c.output_backward_tp_bytes = PerTier{ring_bytes * (1 - across), ring_bytes * across};
   return c;
 }
 

@@ -109,12 +109,21 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     // Under loss_parallel the fused backward's (grad_input + exp(x)) * grad_output holds
     // four: the kept output, grad_input, exp(x) and their sum.
     const double per_logit = !t.aten_cross_entropy ? e + 4 : t.loss_parallel_decomposed() ? 16 : 12;
-    l.parts.emplace_back("logits and loss", static_cast<double>(t.rank_tokens()) * static_cast<double>(t.loss_vocab()) * per_logit);
+    const double tp = t.mesh.size(MeshDim::tp);
+    const double h = static_cast<double>(t.model.hidden), tokens = static_cast<double>(t.rank_tokens());
+    const double chunk_logits = tokens / t.loss_chunks * static_cast<double>(t.loss_vocab()) * per_logit;
+    if (t.loss_chunks == 1) {
+      l.parts.emplace_back("logits and loss", chunk_logits);
+    } else {
+      // ChunkedLossWrapper: one chunk's logits at a time, while GradAccumulator's fp32
+      // [tokens, hidden] buffer fills; after the loop its cast to the activation dtype,
+      // kept for the decoder's backward, takes the logits' place.
+      l.parts.emplace_back("logits and loss (one chunk)", std::max(chunk_logits, tokens * h * e));
+      l.parts.emplace_back("chunked loss's input-gradient buffer (fp32)", tokens * h * 4);
+    }
     // Kept until the output layer's backward, outside any checkpointed layer: the final
     // norm's input (this rank's sequence shard) and the output GEMM's input (gathered over TP
     // with sequence parallelism where PyTorch keeps the gathered input).
-    const double tp = t.mesh.size(MeshDim::tp);
-    const double h = static_cast<double>(t.model.hidden), tokens = static_cast<double>(t.rank_tokens());
     const double shard_rows = t.sequence_parallel ? tokens / tp : tokens;
     const double gemm_rows = t.tp_saves_gathered_input ? tokens : shard_rows;
     l.parts.emplace_back("final norm and output layer inputs", (shard_rows + gemm_rows) * h * e);

@@ -42,6 +42,11 @@ class ProgramBuilder {
     fsdp_ = t.shard_ranks();
     ep_ = t.mesh.size(MeshDim::ep);
     dp_ = t.mesh.size(MeshDim::dp);
+    // torchtitan's ChunkedLossWrapper (components/loss.py, b5bcd76) unshards lm_head itself,
+    // turns its gradient sync on for the last chunk and reshards it after the loop, on every
+    // call: under a pipeline, whose no-sync it overrides, the output layer is gathered and
+    // reduced once per microbatch, at the loss.
+    loss_syncs_output_ = t.loss_chunks > 1 && pp_ > 1 && fsdp_ > 1;
     plan_.program.stages = pp_;
     plan_.program.sm_count = hw.sm.count;
     if (t.splits_backward()) {
@@ -195,12 +200,15 @@ class ProgramBuilder {
 
   // The copies a layer's pass runs on the compute stream: copy-out after its all-gather,
   // chunk_cat before its reduce-scatter.
-  Tick fsdp_copy_time(int layer, bool moe, bool gathered, bool reduced) const {
+  // (The output layer that the chunked loss syncs itself has both in every forward, none in backward.)
+  Tick fsdp_copy_time(int layer, bool moe, bool gathered, bool reduced, bool forward) const {
     const FsdpCopies& c = moe ? copies_moe_ : copies_;
     Tick t = layer < 0 ? 0 : (gathered ? c.copy_out : 0) + (reduced ? c.grad_copy_in : 0);
-    if (edge(layer)) t += (gathered ? copies_edge_.copy_out : 0) + (reduced ? copies_edge_.grad_copy_in : 0);
+    const bool own = loss_syncs_output(layer);
+    if (edge(layer)) t += ((own ? forward : gathered) ? copies_edge_.copy_out : 0) + ((own ? forward : reduced) ? copies_edge_.grad_copy_in : 0);
     return t;
   }
+  bool loss_syncs_output(int layer) const { return loss_syncs_output_ && with_output(layer); }
 
   int comm(int stage, StepStream stream, const std::string& dim, std::string name, const Charge& ch, std::vector<int> deps) {
     GroupCollectiveCost cost;
@@ -260,7 +268,7 @@ class ProgramBuilder {
     const Tick output = with_output(layer) ? (forward ? c_.output_forward : c_.output_backward) : 0;
     kinds += TimeByKind{{"embedding", with_embedding(layer) ? (forward ? c_.embedding_forward : c_.embedding_backward) : 0},
                         {"output layer and loss", output},
-                        {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced)}};
+                        {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced, forward)}};
     if (pass == PipelinePass::backward_input) {
       // The weight gradients' GEMMs go to the other half; the embedding's backward is all weight gradient.
       if (decoder) {
@@ -275,7 +283,7 @@ class ProgramBuilder {
       kinds = {{"gemm", !decoder ? 0 : moe ? c_.moe->backward_weight : c_.backward_weight},
                {"embedding", with_embedding(layer) ? c_.embedding_backward : 0},
                {"output layer and loss", with_output(layer) ? c_.output_backward_weight : 0},
-               {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced)}};
+               {"fsdp copies", fsdp_copy_time(layer, moe, gathered, reduced, false)}};
       if (decoder) kinds += moe ? c_.moe->recompute_kinds : c_.recompute_kinds;
     }
     return pass_mix_[key] = mix_of(kinds);
@@ -356,17 +364,24 @@ class ProgramBuilder {
           const int l = layers[i];
           std::vector<int> deps;
           const bool moe = is_moe(l), decoder = l >= 0;
-          if (fsdp_ > 1 && !(keep && gathered[l])) {
+          const bool unit_gathered = fsdp_ > 1 && !(keep && gathered[l]);
+          if (unit_gathered) {
             gathered[l] = true;
             deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", "fsdp.all_gather." + unit_name(l), unit(l, gather_, gather_moe_, gather_edge_),
                                 gather_window()));
+          } else if (loss_syncs_output(l)) {
+            deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", "fsdp.all_gather.output.loss." + mb, gather_edge_, gather_window()));
           }
           const Tick work = (!decoder ? 0 : moe ? c_.moe->forward : c_.forward) + (with_embedding(l) ? c_.embedding_forward : 0) +
-                            (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, !deps.empty(), false);
+                            (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, unit_gathered, false, true);
           const PerTier tp_bytes = (!decoder ? PerTier{} : moe ? c_.moe->forward_tp_bytes : c_.forward_tp_bytes) +
                                    (with_output(l) ? c_.output_forward_tp_bytes : PerTier{});
           last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps,
-                         pass_mix(PipelinePass::forward, l, !deps.empty(), false), !decoder ? -1 : moe ? 2 : 0, tp_bytes);
+                         pass_mix(PipelinePass::forward, l, unit_gathered, false), !decoder ? -1 : moe ? 2 : 0, tp_bytes);
+          if (loss_syncs_output(l)) {
+            last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", "fsdp.reduce_scatter.output.loss." + mb, reduce_edge_, {last});
+            if (dp_ > 1) last_all_reduce = comm(rank, StepStream::dp_reduce, "dp", "dp.all_reduce.output.loss." + mb, all_reduce_edge_, {last_reduce});
+          }
           if (decoder) ++(moe ? plan_.moe_passes : plan_.dense_passes).forward;
           if (i == 0 && w.chunk > 0) pending_.push_back({last, key(w.chunk - 1, w.microbatch, true)});
         }
@@ -385,8 +400,9 @@ class ProgramBuilder {
           if (input && fsdp_ > 1 && !keep)
             deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", "fsdp.all_gather." + unit_name(l) + ".backward",
                                 unit(l, gather_, gather_moe_, gather_edge_), gather_window()));
-          const bool reduces = weight && fsdp_ > 1 && (!keep || final_backward);
-          const Tick work = backward_work(l, w.pass) + fsdp_copy_time(l, moe, !deps.empty(), reduces);
+          // (Nothing left to reduce in the output layer alone whose chunked loss reduced it.)
+          const bool reduces = weight && fsdp_ > 1 && (!keep || final_backward) && !(l == kOutputAlone && loss_syncs_output(l));
+          const Tick work = backward_work(l, w.pass) + fsdp_copy_time(l, moe, !deps.empty(), reduces, false);
           // The weight half sends what its recomputation does (the forward's TP collectives under full checkpointing).
           const PerTier tp_bytes = !decoder ? (input && with_output(l) ? c_.output_backward_tp_bytes : PerTier{})
                                    : !input ? (moe ? c_.moe->recompute_tp_bytes : c_.recompute_tp_bytes)
@@ -406,11 +422,11 @@ class ProgramBuilder {
           int grads_ready = last;
           if (reduces)
             grads_ready = last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", "fsdp.reduce_scatter." + unit_name(l),
-                                             unit(l, reduce_, reduce_moe_, reduce_edge_), {last});
+                                             unit(l, reduce_, reduce_moe_, loss_syncs_output(l) ? Charge{} : reduce_edge_), {last});
           // DDP reduces once, after the last microbatch; HSDP after every reduce-scatter.
           if (dp_ > 1 && ((fsdp_ > 1 && grads_ready != last) || (fsdp_ == 1 && final_backward))) {
             last_all_reduce = comm(rank, StepStream::dp_reduce, "dp", "dp.all_reduce." + unit_name(l),
-                                   unit(l, all_reduce_, all_reduce_moe_, all_reduce_edge_), {grads_ready});
+                                   unit(l, all_reduce_, all_reduce_moe_, loss_syncs_output(l) ? Charge{} : all_reduce_edge_), {grads_ready});
           }
         }
         if (input && w.chunk > 0) handoff(rank, w.chunk - 1, key(w.chunk, w.microbatch, false), StepStream::pp_backward,
@@ -500,6 +516,7 @@ class ProgramBuilder {
   // Entries of layers_of_chunk for a first or last chunk with no decoder layer.
   static constexpr int kEmbeddingAlone = -1, kOutputAlone = -2;
   bool embedding_alone_ = false, output_alone_ = false;
+  bool loss_syncs_output_ = false;  // the chunked loss gathers and reduces the output layer every microbatch
   std::map<std::int64_t, int> sends_;
   std::map<WorkMix, int> mix_index_;
   std::map<std::tuple<int, bool, bool, bool, bool, bool, bool>, int> pass_mix_;

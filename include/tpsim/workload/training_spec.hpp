@@ -100,6 +100,11 @@ struct TrainingStepSpec {
   // loss.py): the loss on this rank's vocabulary shard, log_softmax decomposed op by op with two
   // small all-reduces, backward in one fused formula of its own; else the logits are gathered.
   bool loss_parallel = true;
+  // torchtitan's ChunkedLossWrapper (components/loss.py, b5bcd76; its Llama 3 and DeepSeek-V3
+  // configs use 8): the output projection, the loss and their backward run this many tokens'
+  // chunks one after another inside the loss call, so one chunk's logits live at a time.
+  // 1: the whole microbatch's logits at once.
+  int loss_chunks = 1;
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
   bool tp_saves_gathered_input = false;   // tp_weight_grad_input "saved" (PyTorch) or "regather" (Megatron-LM)
   AttentionChoice attention;

@@ -1,0 +1,138 @@
+#include "tpsim/step/output_layer.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "tpsim/analysis/metrics.hpp"
+#include "tpsim/dag/dag.hpp"
+#include "tpsim/runtime/executor.hpp"
+#include "tpsim/step/group_layout.hpp"
+#include "tpsim/step/kernels_alone.hpp"
+
+namespace tpsim {
+
+namespace {
+
+struct LossShape {
+  double tokens = 0;  // rows of logits one pass takes (a chunk's, or the microbatch's)
+  double vocab = 0;   // logits per token on this rank
+  double e = 0;       // bytes per logit element
+};
+
+// The loss forward on `x.tokens` rows; returns the TP collectives it waits for.
+Tick add_loss_forward(Dag& d, const TrainingStepSpec& t, const HardwareSpec& hw, const LossShape& x, const GroupLayout& tp_group) {
+  const double logits = x.tokens * x.vocab, e = x.e, per_token = 4.0 * x.tokens;
+  Tick collectives = 0;
+  if (!t.loss_on_vocab_shard()) collectives += group_collective_cost(GroupOp::all_gather, logits * e, tp_group, hw).time;
+  if (t.loss_parallel_decomposed()) {
+    // loss_parallel (torch/distributed/tensor/parallel/loss.py, read at pytorch 02eef6b):
+    // _log_softmax as aten ops (amax, x - max, exp, sum, shifted - logsumexp) with an
+    // all-reduce of the maxima and one of the sums, nll_loss's picked values all-reduced.
+    d.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
+    d.add(0, 0, "loss_parallel.amax", ElementwiseOp{logits * 4, per_token});
+    d.add(0, 0, "loss_parallel.sub_max", ElementwiseOp{logits * 4, logits * 4});
+    d.add(0, 0, "loss_parallel.exp", ElementwiseOp{logits * 4, logits * 4});
+    d.add(0, 0, "loss_parallel.sum", ElementwiseOp{logits * 4, per_token});
+    d.add(0, 0, "loss_parallel.sub_logsumexp", ElementwiseOp{logits * 4, logits * 4});
+    d.add(0, 0, "loss_parallel.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token});
+    collectives += 3 * group_collective_cost(GroupOp::all_reduce, per_token, tp_group, hw).time;
+  } else if (t.aten_cross_entropy) {
+    // logits.float(); log_softmax (a max-and-sum pass, then the output); nll_loss picks a value per token.
+    d.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
+    d.add(0, 0, "cross_entropy.log_softmax", ElementwiseOp{logits * 8, logits * 4});
+    d.add(0, 0, "cross_entropy.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token});
+  } else {
+    d.add(0, 0, "cross_entropy", ElementwiseOp{logits * e, per_token});  // logits read once, fp32 loss per token
+  }
+  return collectives;
+}
+
+void add_loss_backward(Dag& d, const TrainingStepSpec& t, const LossShape& x) {
+  const double logits = x.tokens * x.vocab, e = x.e;
+  if (t.loss_parallel_decomposed()) {
+    // _nll_loss_and_log_softmax_backward: zeros with -1 at the targets, then
+    // (grad_input + exp(x)) * grad_output, a tensor per op.
+    d.add(0, 0, "loss_parallel.backward.zeros", ElementwiseOp{0, logits * 4});
+    d.add(0, 0, "loss_parallel.backward.exp", ElementwiseOp{logits * 4, logits * 4});
+    d.add(0, 0, "loss_parallel.backward.add", ElementwiseOp{logits * 8, logits * 4});
+    d.add(0, 0, "loss_parallel.backward.mul", ElementwiseOp{logits * 4, logits * 4});
+    d.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
+  } else if (t.aten_cross_entropy) {
+    // nll_loss's dense gradient, log_softmax's, the down-cast.
+    d.add(0, 0, "cross_entropy.nll_loss.backward", ElementwiseOp{8.0 * x.tokens, logits * 4});
+    d.add(0, 0, "cross_entropy.log_softmax.backward", ElementwiseOp{logits * 8, logits * 4});
+    d.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
+  } else {
+    d.add(0, 0, "cross_entropy.backward", ElementwiseOp{logits * e, logits * e});
+  }
+}
+
+Tick makespan(const Dag& dag, const HardwareSpec& hw) { return analyze(dag, execute(dag, hw, false)).makespan; }
+
+}  // namespace
+
+OutputLayerCosts simulate_output_layer(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype) {
+  const int tp = t.mesh.size(MeshDim::tp);
+  const double e = dtype_bytes(dtype);
+  const std::int64_t tokens = t.rank_tokens(), rows = tokens / tp, h = t.model.hidden;
+  // The vocabulary is split over TP (column-parallel); the input is all-gathered from the
+  // sequence shards and its gradient reduce-scattered back.
+  const std::int64_t v = (t.model.vocab + tp - 1) / tp;
+  const GroupLayout tp_group{tp, tp, 1, 1};
+  const Tick gather = group_collective_cost(GroupOp::all_gather, tokens * h * e, tp_group, hw).time;
+  const Tick scatter = group_collective_cost(GroupOp::reduce_scatter, tokens * h * e, tp_group, hw).time;
+  const int chunks = t.loss_chunks;
+  const std::int64_t chunk = tokens / chunks;
+  const LossShape x{static_cast<double>(chunk), static_cast<double>(t.loss_vocab()), e};
+  OutputLayerCosts c;
+  Dag fwd(1), bwd(1);
+  fwd.add(0, 0, "final_norm", ElementwiseOp{rows * h * e, rows * h * e});
+  Tick loss_collectives = 0;
+  if (chunks == 1) {
+    fwd.add(0, 0, "output", GemmOp{{tokens, v, h, dtype}});
+    loss_collectives = add_loss_forward(fwd, t, hw, x, tp_group);
+    add_loss_backward(bwd, t, x);
+    bwd.add(0, 0, "output.backward_input", GemmOp{{tokens, h, v, dtype}});
+    bwd.add(0, 0, "output.backward_weight", GemmOp{{h, v, tokens, dtype}});
+    // Only a schedule that runs it apart needs it alone.
+    if (t.splits_backward()) c.backward_weight = kernels_alone({{"output.backward_weight", GemmOp{{h, v, tokens, dtype}}}}, hw);
+  } else {
+    // torchtitan's ChunkedLossWrapper (components/loss.py, b5bcd76): per chunk of the
+    // gathered (TP-replicated) hidden states, lm_head, the loss, and at once that chunk's
+    // backward; GradAccumulator copies each chunk's input gradient into one fp32 [tokens, h]
+    // buffer, cast back to the activation dtype after the loop. lm_head stays gathered.
+    const double hd = static_cast<double>(h), vd = static_cast<double>(v), cd = static_cast<double>(chunk);
+    const double td = static_cast<double>(tokens);
+    // Its weight gradient accumulates over the chunks: FSDP2 with gradient sync off holds it
+    // up-cast to the reduce dtype (_fsdp_param.py to_accumulated_grad_if_needed, then
+    // accumulate_unsharded_grad_if_needed); otherwise autograd adds into .grad.
+    const bool fsdp_upcast = t.shard_ranks() > 1 && dtype_bytes(t.grad_reduce_dtype) != e;
+    const double a = fsdp_upcast ? dtype_bytes(t.grad_reduce_dtype) : e;
+    fwd.add(0, 0, "chunked_loss.grad_buffer.zeros", ElementwiseOp{0, td * hd * 4});
+    for (int i = 0; i < chunks; ++i) {
+      fwd.add(0, 0, "output", GemmOp{{chunk, v, h, dtype}});
+      loss_collectives += add_loss_forward(fwd, t, hw, x, tp_group);
+      add_loss_backward(fwd, t, x);
+      fwd.add(0, 0, "output.backward_input", GemmOp{{chunk, h, v, dtype}});
+      fwd.add(0, 0, "output.backward_weight", GemmOp{{h, v, chunk, dtype}});
+      if (i == 0 && fsdp_upcast) fwd.add(0, 0, "output.weight_grad.to_reduce_dtype", ElementwiseOp{vd * hd * e, vd * hd * a});
+      if (i > 0) fwd.add(0, 0, "output.weight_grad.accumulate", ElementwiseOp{vd * hd * (e + a), vd * hd * a});
+      fwd.add(0, 0, "chunked_loss.grad.float", ElementwiseOp{cd * hd * e, cd * hd * 4});
+      fwd.add(0, 0, "chunked_loss.grad_buffer.copy", ElementwiseOp{cd * hd * 4, cd * hd * 4});
+    }
+    fwd.add(0, 0, "chunked_loss.grad.to_dtype", ElementwiseOp{td * hd * 4, td * hd * e});
+  }
+  bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});
+  c.forward = makespan(fwd, hw) + gather + loss_collectives;
+  c.backward = makespan(bwd, hw) + scatter;
+  c.backward_weight = std::min(c.backward_weight, c.backward);
+  // Each ring member sends (tp - 1) / tp of the buffer to its successor, which is in the next
+  // node for one member per node the group spans.
+  const GroupLayout tp_spread = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);
+  const double ring_bytes = static_cast<double>(tokens * h) * e * (tp - 1) / tp;
+  const double across = tp_spread.crosses_nodes() ? static_cast<double>(tp_spread.nodes) / tp : 0.0;
+  c.forward_tp_bytes = c.backward_tp_bytes = PerTier{ring_bytes * (1 - across), ring_bytes * across};
+  return c;
+}
+
+}  // namespace tpsim
