@@ -200,15 +200,22 @@ class ProgramBuilder {
 
   // The copies a layer's pass runs on the compute stream: copy-out after its all-gather,
   // chunk_cat before its reduce-scatter.
-  // (The output layer that the chunked loss syncs itself has both in every forward, none in backward.)
+  // (The output layer that the chunked loss syncs itself has both in every forward, none in
+  // backward; the output layer kept gathered from its forward is not gathered for backward.)
   Tick fsdp_copy_time(int layer, bool moe, bool gathered, bool reduced, bool forward) const {
     const FsdpCopies& c = moe ? copies_moe_ : copies_;
     Tick t = layer < 0 ? 0 : (gathered ? c.copy_out : 0) + (reduced ? c.grad_copy_in : 0);
     const bool own = loss_syncs_output(layer);
-    if (edge(layer)) t += ((own ? forward : gathered) ? copies_edge_.copy_out : 0) + ((own ? forward : reduced) ? copies_edge_.grad_copy_in : 0);
+    const bool edge_gathered = own ? forward : gathered && (forward || !output_kept(layer));
+    if (edge(layer)) t += (edge_gathered ? copies_edge_.copy_out : 0) + ((own ? forward : reduced) ? copies_edge_.grad_copy_in : 0);
     return t;
   }
   bool loss_syncs_output(int layer) const { return loss_syncs_output_ && with_output(layer); }
+  // The final norm and output layer are an FSDP unit that is not resharded after forward
+  // (torchtitan fsdp.py, b5bcd76: reshard_after_forward only under the "always" policy; at
+  // 9dec370 they were the root module's, which FSDP2 never reshards after forward): its
+  // backward finds it gathered.
+  bool output_kept(int layer) const { return with_output(layer) && !with_embedding(layer); }
 
   int comm(int stage, StepStream stream, const std::string& dim, std::string name, const Charge& ch, std::vector<int> deps) {
     GroupCollectiveCost cost;
@@ -397,9 +404,9 @@ class ProgramBuilder {
           const int l = layers[i];
           std::vector<int> deps;
           const bool moe = is_moe(l), decoder = l >= 0;
-          if (input && fsdp_ > 1 && !keep)
+          if (input && fsdp_ > 1 && !keep && l != kOutputAlone)
             deps.push_back(comm(rank, StepStream::fsdp_gather, "fsdp", "fsdp.all_gather." + unit_name(l) + ".backward",
-                                unit(l, gather_, gather_moe_, gather_edge_), gather_window()));
+                                unit(l, gather_, gather_moe_, output_kept(l) ? Charge{} : gather_edge_), gather_window()));
           // (Nothing left to reduce in the output layer alone whose chunked loss reduced it.)
           const bool reduces = weight && fsdp_ > 1 && (!keep || final_backward) && !(l == kOutputAlone && loss_syncs_output(l));
           const Tick work = backward_work(l, w.pass) + fsdp_copy_time(l, moe, !deps.empty(), reduces, false);

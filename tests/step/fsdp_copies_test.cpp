@@ -75,3 +75,18 @@ TEST_CASE("With a pipeline FSDP2 gathers and copies out once per step, and chunk
   CHECK(first(3, "backward", 0) == p.costs.backward + p.costs.recompute);
   CHECK(first(3, "backward", 1) > p.costs.backward + p.costs.recompute);  // reduce-scatter after the last one
 }
+
+TEST_CASE("the output layer stays gathered from its forward to its backward: only the last layer is gathered again", "[step][fsdp]") {
+  // torchtitan's [norm, lm_head] FSDP unit is not resharded after forward (fsdp.py: only under
+  // the "always" policy), so the last layer's backward gather carries a decoder layer's weights
+  // alone, where its forward gather also carried the output layer's.
+  const Planned p = plan(R"("fsdp": 8)", 8);
+  const StepTask &last_fwd = task(p.plan, "fsdp.all_gather.layer31"), &prev_fwd = task(p.plan, "fsdp.all_gather.layer30");
+  const StepTask &last_bwd = task(p.plan, "fsdp.all_gather.layer31.backward"), &prev_bwd = task(p.plan, "fsdp.all_gather.layer30.backward");
+  CHECK(last_fwd.work > prev_fwd.work);
+  CHECK(last_bwd.work == prev_bwd.work);
+  CHECK(prev_bwd.work == prev_fwd.work);
+  // The embedding's unit is resharded: the first layer's backward gather still carries it.
+  CHECK(task(p.plan, "fsdp.all_gather.layer0.backward").work == task(p.plan, "fsdp.all_gather.layer0").work);
+  CHECK(task(p.plan, "fsdp.all_gather.layer0.backward").work > prev_bwd.work);
+}
