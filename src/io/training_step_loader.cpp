@@ -336,16 +336,21 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     fail_at(w.child_path("tp_fp8_all_gather"), "gathers the inputs of fp8 linears: it needs \"linear_dtype\": \"fp8\"");
   t.compile = w.optional_bool("compile").value_or(false);
   t.aten_elementwise = parse_choice(w, "elementwise", false, {{"fused", false}, {"aten", true}});
-  t.aten_cross_entropy = parse_choice(w, "cross_entropy", false, {{"in_place", false}, {"aten", true}});
+  t.cross_entropy = parse_choice(w, "cross_entropy", CrossEntropy::in_place,
+                                 {{"in_place", CrossEntropy::in_place}, {"aten", CrossEntropy::aten}, {"compiled", CrossEntropy::compiled}});
   t.loss_parallel = w.optional_bool("loss_parallel").value_or(true);
-  if (w.has("loss_parallel") && !t.aten_cross_entropy)
+  if (w.has("loss_parallel") && !t.pytorch_loss())
     fail_at(w.child_path("loss_parallel"),
-            "applies to \"cross_entropy\": \"aten\" (Megatron-LM's in-place loss is always vocabulary-parallel)");
+            "applies to \"cross_entropy\": \"aten\" or \"compiled\" (Megatron-LM's in-place loss is always vocabulary-parallel)");
+  // What Inductor makes of loss_parallel's DTensor ops is not modelled.
+  if (t.cross_entropy == CrossEntropy::compiled && t.loss_parallel && t.mesh.size(MeshDim::tp) > 1)
+    fail_at(w.child_path("cross_entropy"), "\"compiled\" is modelled on gathered logits with TP: say \"loss_parallel\": false "
+                                           "(a compiled loss_parallel is not modelled)");
   if (w.has("loss_chunks")) {
     const std::int64_t n = w.positive_int("loss_chunks");
     if (n > 4096) fail_at(w.child_path("loss_chunks"), fmt::format("{} is more than the limit 4096", n));
-    if (!t.aten_cross_entropy)
-      fail_at(w.child_path("loss_chunks"), "is torchtitan's chunked loss around aten's cross entropy: it needs \"cross_entropy\": \"aten\"");
+    if (!t.pytorch_loss())
+      fail_at(w.child_path("loss_chunks"), "is torchtitan's chunked loss around PyTorch's cross entropy: it needs \"cross_entropy\": \"aten\" or \"compiled\"");
     t.loss_chunks = static_cast<int>(n);
   }
   if (t.aten_elementwise && t.compile)

@@ -108,7 +108,12 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     // gradient and log_softmax's gradient, fp32 each (the bf16 logits are dropped by then).
     // Under loss_parallel the fused backward's (grad_input + exp(x)) * grad_output holds
     // four: the kept output, grad_input, exp(x) and their sum.
-    const double per_logit = !t.aten_cross_entropy ? e + 4 : t.loss_parallel_decomposed() ? 16 : 12;
+    // Compiled, the logits and their gradient, in their dtype, and nothing per logit besides
+    // (the forward saves a value per token).
+    const double per_logit = t.cross_entropy == CrossEntropy::in_place ? e + 4
+                             : t.cross_entropy == CrossEntropy::compiled ? 2 * e
+                             : t.loss_parallel_decomposed()              ? 16
+                                                                         : 12;
     const double tp = t.mesh.size(MeshDim::tp);
     const double h = static_cast<double>(t.model.hidden), tokens = static_cast<double>(t.rank_tokens());
     const double chunk_logits = tokens / t.loss_chunks * static_cast<double>(t.loss_vocab()) * per_logit;

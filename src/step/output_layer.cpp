@@ -36,7 +36,12 @@ Tick add_loss_forward(Dag& d, const TrainingStepSpec& t, const HardwareSpec& hw,
     d.add(0, 0, "loss_parallel.sub_logsumexp", ElementwiseOp{logits * 4, logits * 4});
     d.add(0, 0, "loss_parallel.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token});
     collectives += 3 * group_collective_cost(GroupOp::all_reduce, per_token, tp_group, hw).time;
-  } else if (t.aten_cross_entropy) {
+  } else if (t.cross_entropy == CrossEntropy::compiled) {
+    // Inductor fuses the cast, log_softmax and nll_loss into one reduction per token: with
+    // online softmax (torch/_inductor/config.py online_softmax, on by default) the maximum and
+    // the sum of exponentials come from one read of the logits; a value per token is kept.
+    d.add(0, 0, "cross_entropy.compiled", ElementwiseOp{logits * e, 2 * per_token});
+  } else if (t.cross_entropy == CrossEntropy::aten) {
     // logits.float(); log_softmax (a max-and-sum pass, then the output); nll_loss picks a value per token.
     d.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
     d.add(0, 0, "cross_entropy.log_softmax", ElementwiseOp{logits * 8, logits * 4});
@@ -57,7 +62,11 @@ void add_loss_backward(Dag& d, const TrainingStepSpec& t, const LossShape& x) {
     d.add(0, 0, "loss_parallel.backward.add", ElementwiseOp{logits * 8, logits * 4});
     d.add(0, 0, "loss_parallel.backward.mul", ElementwiseOp{logits * 4, logits * 4});
     d.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
-  } else if (t.aten_cross_entropy) {
+  } else if (t.cross_entropy == CrossEntropy::compiled) {
+    // One pass: (softmax - one_hot) x grad from the logits and the kept per-token values,
+    // written in the logits' dtype.
+    d.add(0, 0, "cross_entropy.compiled.backward", ElementwiseOp{logits * e + 2 * 4.0 * x.tokens, logits * e});
+  } else if (t.cross_entropy == CrossEntropy::aten) {
     // nll_loss's dense gradient, log_softmax's, the down-cast.
     d.add(0, 0, "cross_entropy.nll_loss.backward", ElementwiseOp{8.0 * x.tokens, logits * 4});
     d.add(0, 0, "cross_entropy.log_softmax.backward", ElementwiseOp{logits * 8, logits * 4});

@@ -75,3 +75,25 @@ TEST_CASE("the output layer's inputs are kept to its backward: gathered where Py
   // Without TP both are the rank's whole microbatch.
   CHECK(ledger_part(scenario(step(1, "aten")), "final norm and output layer inputs") == Approx(2 * tokens * h * e));
 }
+
+TEST_CASE("a compiled loss holds only the logits and their gradient, and reads the logits once each way", "[step][loss][memory]") {
+  const Scenario aten = scenario(step(1, "aten")), compiled = scenario(step(1, "compiled"));
+  const double logits = 16384.0 * 128256;
+  // Inductor's fused loss: the bf16 logits and the bf16 gradient it writes, 4 bytes a logit
+  // against eager aten's 12.
+  CHECK(logits_bytes(compiled) == Approx(4 * logits));
+  CHECK(logits_bytes(aten) == Approx(12 * logits));
+  const LayerCosts a = simulate_layer_costs(aten, "baseline"), c = simulate_layer_costs(compiled, "baseline");
+  CHECK(c.output_forward < a.output_forward);
+  CHECK(c.output_backward < a.output_backward);
+  CHECK(c.forward == a.forward);
+  // Still bounded by HBM: forward reads the logits the output GEMM wrote, backward reads them
+  // and writes their gradient; the output GEMMs come on top.
+  const double hbm = compiled.hardware.memory.hbm_bytes_per_ps;
+  CHECK(static_cast<double>(c.output_forward) > 2 * logits / hbm);
+  CHECK(static_cast<double>(c.output_backward) > 4 * logits / hbm);
+  // With TP it is modelled on gathered logits only (loss_parallel false): every rank then
+  // holds the whole vocabulary's.
+  CHECK_THAT(test::scenario_error(step(8, "compiled")), Catch::Matchers::Contains("$.workload.cross_entropy: \"compiled\" is modelled on gathered logits"));
+  CHECK(logits_bytes(scenario(step(8, "compiled", R"(, "loss_parallel": false)"))) == Approx(4 * logits));
+}

@@ -39,6 +39,8 @@ enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b, interleaved_
 // context_parallel rotate methods): one all-gather before the block loop (the default,
 // as in torchtitan and the Llama 3 paper), or a ring of neighbour exchanges.
 enum class CpMethod { allgather, ring };
+// The loss kernels (TrainingStepSpec::cross_entropy).
+enum class CrossEntropy { in_place, aten, compiled };
 // How attention runs: one fused flash-attention kernel, or unfused as Megatron-LM's
 // DotProductAttention (megatron/core/transformer/dot_product_attention.py) and the
 // Megatron-LM of Korthikanti et al. 2022: a batched QK^T GEMM, a fused scale-mask-softmax
@@ -94,8 +96,10 @@ struct TrainingStepSpec {
   // The loss: Megatron-LM-style, the fp32 softmax and its gradient computed in one fp32 copy of
   // the logits (`"cross_entropy": "in_place"`), or F.cross_entropy on logits.float() as
   // torchtitan's train.py loss_fn (`"aten"`): the fp32 copy, log_softmax's output, and in
-  // backward nll_loss's dense gradient and log_softmax's, each a tensor of its own.
-  bool aten_cross_entropy = false;
+  // backward nll_loss's dense gradient and log_softmax's, each a tensor of its own; or that
+  // loss under torch.compile (`"compiled"`, torchtitan's compile components "loss"): Inductor's
+  // one online-softmax reduction forward and one pass writing the logits' gradient backward.
+  CrossEntropy cross_entropy = CrossEntropy::in_place;
   // With `aten` and TP: torchtitan's default loss_parallel (torch.distributed.tensor.parallel
   // loss.py): the loss on this rank's vocabulary shard, log_softmax decomposed op by op with two
   // small all-reduces, backward in one fused formula of its own; else the logits are gathered.
@@ -157,9 +161,11 @@ struct TrainingStepSpec {
   }
   // The loss runs on this rank's vocabulary shard (Megatron-LM's loss, or aten's under
   // loss_parallel); otherwise the output layer gathers every rank's logits first.
-  bool loss_on_vocab_shard() const { return !aten_cross_entropy || loss_parallel || mesh.size(MeshDim::tp) == 1; }
+  bool loss_on_vocab_shard() const { return !pytorch_loss() || loss_parallel || mesh.size(MeshDim::tp) == 1; }
   // aten's loss as loss_parallel decomposes it on the vocabulary shard (TP only).
-  bool loss_parallel_decomposed() const { return aten_cross_entropy && loss_parallel && mesh.size(MeshDim::tp) > 1; }
+  bool loss_parallel_decomposed() const { return cross_entropy == CrossEntropy::aten && loss_parallel && mesh.size(MeshDim::tp) > 1; }
+  // PyTorch's F.cross_entropy, eager or compiled (not Megatron-LM's in-place loss).
+  bool pytorch_loss() const { return cross_entropy != CrossEntropy::in_place; }
   // Logits per token on one TP rank.
   std::int64_t loss_vocab() const {
     const int tp = mesh.size(MeshDim::tp);
