@@ -31,7 +31,13 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
     // memory is the stage's peak): the dispatched input (every TP rank holds each slot's
     // whole hidden vector, hence x tp before the / tp below) and the expert FFN's outputs.
     const double k = expert_load(t).busiest_slots_per_token(x.top_k);
-    ffn_kept = up * shared + k * (h * tp + up * ef);
+    // The expert outputs back from the combine, which the multiply by the routing scores keeps
+    // for the scores' gradient: top_k whole hidden vectors per token of this rank (every TP
+    // rank holds them), in fp32 where eager PyTorch up-casts before the multiply (torchtitan
+    // b5bcd76 token_dispatcher.py combine: routed_output.to(float32) * scores); compiled, the
+    // cast is recomputed from the kept activation-dtype outputs.
+    const double combined = static_cast<double>(x.top_k) * h * tp * (t.aten_elementwise ? 4.0 / element_bytes : 1.0);
+    ffn_kept = up * shared + k * (h * tp + up * ef) + combined;
     ffn_recomputed = shared + k * ef;
   }
   // The hidden-sized activations (norm and residual inputs, a checkpointed layer input) are

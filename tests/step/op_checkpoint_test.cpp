@@ -206,3 +206,21 @@ TEST_CASE("the per-op policy is refused where it is not modelled, naming the pat
   // Experts and latent attention are modelled.
   CHECK_NOTHROW(scenario(moe_step(R"({"ep": 8})", "selective_op", true, true)));
 }
+
+TEST_CASE("without checkpointing a MoE layer keeps the expert outputs the routing scores multiply, in fp32 under eager PyTorch", "[step][checkpoint][memory]") {
+  // torchtitan's combine multiplies routed_output.to(float32) by the scores: autograd keeps the
+  // fp32 copy for the scores' gradient, top_k whole hidden vectors per token on every TP rank.
+  const double tokens = 2 * 4096, h = 2048, top_k = 2;
+  for (const char* mesh : {R"({"ep": 8})", R"({"ep": 4, "tp": 2})"}) {
+    INFO(mesh);
+    const TrainingStepSpec fused = scenario(moe_step(mesh, "none", true, false)).workload.step;
+    const TrainingStepSpec eager = scenario(moe_step(std::string(mesh) + R"(, "elementwise": "aten")", "none", true, false)).workload.step;
+    CHECK(activation_bytes_per_layer(eager, Checkpointing::none, 2, true) - activation_bytes_per_layer(fused, Checkpointing::none, 2, true) ==
+          Approx(tokens * top_k * h * (4 - 2)));
+    // The per-op policy recomputes the multiply from the kept all-to-all output: no change.
+    CHECK(activation_bytes_per_layer(eager, Checkpointing::selective_op, 2, true) ==
+          Approx(activation_bytes_per_layer(fused, Checkpointing::selective_op, 2, true)));
+    // A dense layer has nothing of it.
+    CHECK(activation_bytes_per_layer(eager, Checkpointing::none, 2, false) == Approx(activation_bytes_per_layer(fused, Checkpointing::none, 2, false)));
+  }
+}
