@@ -67,9 +67,13 @@ std::string format_step_table(const StepResult& r) {
       t.attention.impl == AttentionImpl::unfused
           ? fmt::format(", unfused attention{}", t.attention.dropout > 0 ? fmt::format(" (dropout {:g})", t.attention.dropout) : "")
           : "";
-  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer){}{}, checkpoint {}{}{}{}\n",
+  // PyTorch's loss is named (Megatron-LM's in-place one is the default).
+  const std::string loss = !t.pytorch_loss() ? ""
+                           : fmt::format(", loss: {}{}", t.cross_entropy == CrossEntropy::compiled ? "compiled" : "aten",
+                                         t.loss_chunks > 1 ? fmt::format(" in {} chunks", t.loss_chunks) : "");
+  std::string out = fmt::format("{}: training_step {} seq_len={} local_batch={} mesh {} (inner to outer){}{}, checkpoint {}{}{}{}{}\n",
                                 s.name.empty() ? "scenario" : printable(s.name), t.model.name, t.seq_len, t.local_batch, mesh_text(t), cp,
-                                pipeline, checkpointing_name(t.checkpoint), linears, attention, t.compile ? ", compiled" : "");
+                                pipeline, checkpointing_name(t.checkpoint), linears, attention, loss, t.compile ? ", compiled" : "");
   out += fmt::format("{} GPUs x {}, {}; global batch {} tokens\n", s.gpus, s.hardware.name, dtype_name(s.dtype), t.global_tokens());
   out += fmt::format("{:<22} {:>10} {:>8} {:>12} {:>6} {:>9} {:>7}  {}\n", "variant", "step_ms", "speedup", "tokens/s/GPU", "MFU%",
                      "peak_GiB", "bubble%", "exposed ms: tp cp ep fsdp dp pp");
