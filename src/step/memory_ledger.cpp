@@ -108,6 +108,7 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
                              activation_bytes_per_layer(t, Checkpointing::selective_op, e, t.model.is_moe()));
   l.parts.emplace_back("activations", act);
   l.peak_activations = act;
+  if (in.pipeline_buffers > 0) l.parts.emplace_back("pipeline receive buffers", in.pipeline_buffers);
   if (in.last_stage) {
     // bf16 logits and their fp32 softmax for this rank's vocabulary shard; with aten's
     // cross entropy, at the start of backward: log_softmax's kept output, nll_loss's dense

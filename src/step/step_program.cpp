@@ -47,6 +47,15 @@ class ProgramBuilder {
     // call: under a pipeline, whose no-sync it overrides, the output layer is gathered and
     // reduced once per microbatch, at the loss.
     loss_syncs_output_ = t.loss_chunks > 1 && pp_ > 1 && fsdp_ > 1;
+    // torch.distributed.pipelining (stage.py: _setup_forward_recv_info, _create_grad_recv_info)
+    // allocates, per stage and microbatch, a buffer to receive the activation into and one
+    // for its gradient, held for good; a forward's output stays in fwd_cache until its
+    // backward. Megatron-LM (blocking sends) receives into fresh tensors and frees the sent
+    // output (deallocate_pipeline_outputs).
+    if (pp_ > 1 && !t.pp_p2p_blocking) {
+      const double rows = static_cast<double>(t.rank_tokens()) / (t.sequence_parallel ? tp_ : 1);
+      boundary_bytes_ = rows * static_cast<double>(t.model.hidden) * e_;
+    }
     plan_.program.stages = pp_;
     plan_.program.sm_count = hw.sm.count;
     if (t.splits_backward()) {
@@ -211,6 +220,15 @@ class ProgramBuilder {
     return t;
   }
   bool loss_syncs_output(int layer) const { return loss_syncs_output_ && with_output(layer); }
+  // What PyTorch's pipelining adds to (or, for a chunk's first layer, takes from) the
+  // activations a unit of a chunk holds per microbatch until its backward: the chunk's output,
+  // kept in fwd_cache, and, not counted twice, its input, which is the receive buffer.
+  double boundary(int chunk, std::size_t index, std::size_t units, bool decoder) const {
+    double b = 0;
+    if (index + 1 == units && chunk < t_.chunks() - 1) b += boundary_bytes_;
+    if (index == 0 && chunk > 0 && decoder) b -= boundary_bytes_;
+    return b;
+  }
   // The final norm and output layer are an FSDP unit that is not resharded after forward
   // (torchtitan fsdp.py, b5bcd76: reshard_after_forward only under the "always" policy; at
   // 9dec370 they were the root module's, which FSDP2 never reshards after forward): its
@@ -383,7 +401,8 @@ class ProgramBuilder {
                             (with_output(l) ? c_.output_forward : 0) + fsdp_copy_time(l, moe, unit_gathered, false, true);
           const PerTier tp_bytes = (!decoder ? PerTier{} : moe ? c_.moe->forward_tp_bytes : c_.forward_tp_bytes) +
                                    (with_output(l) ? c_.output_forward_tp_bytes : PerTier{});
-          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, !decoder ? 0 : moe ? moe_act : dense_act, deps,
+          const double act = (!decoder ? 0 : moe ? moe_act : dense_act) + boundary(w.chunk, i, layers.size(), decoder);
+          last = compute(rank, fmt::format("{}.forward.{}", unit_name(l), mb), work, act, deps,
                          pass_mix(PipelinePass::forward, l, unit_gathered, false), !decoder ? -1 : moe ? 2 : 0, tp_bytes);
           if (loss_syncs_output(l)) {
             last_reduce = comm(rank, StepStream::fsdp_reduce, "fsdp", "fsdp.reduce_scatter.output.loss." + mb, reduce_edge_, {last});
@@ -419,8 +438,12 @@ class ProgramBuilder {
           // every linear's output gradient from its input half to its weight half.
           const double act = !decoder ? 0 : moe ? moe_act : dense_act;
           const double kept = moe ? kept_for_moe_weights_ : kept_for_weights_;
-          const double freed = w.pass == PipelinePass::backward ? -act : input ? kept : -(act + kept);
-          last = compute(rank, fmt::format("{}.{}.{}", unit_name(l), pass, mb), work, !decoder ? 0 : freed, deps,
+          const double freed = (!decoder                              ? 0
+                                : w.pass == PipelinePass::backward ? -act
+                                : input                            ? kept
+                                                                   : -(act + kept)) -
+                               (input ? boundary(w.chunk, i, layers.size(), decoder) : 0);
+          last = compute(rank, fmt::format("{}.{}.{}", unit_name(l), pass, mb), work, freed, deps,
                          pass_mix(w.pass, l, !deps.empty(), reduces), !decoder || !input ? -1 : moe ? 3 : 1, tp_bytes);
           if (decoder && input) ++(moe ? plan_.moe_passes : plan_.dense_passes).backward;
           if (decoder && !input) ++(moe ? plan_.moe_passes : plan_.dense_passes).weight_halves;
@@ -485,6 +508,8 @@ class ProgramBuilder {
     const double e = t_.model.embedding_params();
     for (int c = 0; c < t_.chunks(); ++c) {
       if (chunk_rank(t_.schedule, pp_, c) != rank) continue;
+      const int receives = (c > 0 ? 1 : 0) + (c + 1 < t_.chunks() ? 1 : 0);  // activations from before, gradients from after
+      p.pipeline_buffers += receives * t_.microbatches * boundary_bytes_;
       for (int l : plan_.layers_of_chunk[static_cast<std::size_t>(c)]) {
         double everyone = l < 0 ? 0 : t_.model.layer_params(), routed = 0;
         if (l >= 0 && t_.model.moe_layer(l)) everyone = t_.model.moe_dense_params(), routed = t_.model.routed_expert_params() / ep_;
@@ -524,6 +549,7 @@ class ProgramBuilder {
   static constexpr int kEmbeddingAlone = -1, kOutputAlone = -2;
   bool embedding_alone_ = false, output_alone_ = false;
   bool loss_syncs_output_ = false;  // the chunked loss gathers and reduces the output layer every microbatch
+  double boundary_bytes_ = 0;       // PyTorch's pipelining: one microbatch's activation between chunks (0 otherwise)
   std::map<std::int64_t, int> sends_;
   std::map<WorkMix, int> mix_index_;
   std::map<std::tuple<int, bool, bool, bool, bool, bool, bool>, int> pass_mix_;

@@ -38,6 +38,7 @@ struct StageMemoryInput {
   double largest_layer = 0;   // its largest layer after TP and EP (FSDP gathers one at a time)
   double edge_params = 0;     // of local_params: the embedding's and output layer's
   double peak_activations = 0;  // from the simulated schedule
+  double pipeline_buffers = 0;  // PyTorch's pipelining: receive buffers per microbatch (bytes)
   bool last_stage = false;
 };
 

@@ -26,6 +26,8 @@ struct StageParams {
   double shard = 0;          // that rank's FSDP shard (what the optimizer steps)
   double largest_layer = 0;  // its largest layer on one rank after TP and EP (what FSDP gathers)
   double edge = 0, edge_shard = 0;  // of `local` and `shard`: the embedding's and output layer's
+  // PyTorch's pipelining: the receive buffers its stages hold for every microbatch (bytes).
+  double pipeline_buffers = 0;
 };
 
 struct LayerPasses {
