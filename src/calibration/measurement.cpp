@@ -1,5 +1,6 @@
 #include "tpsim/calibration/measurement.hpp"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 
@@ -23,7 +24,7 @@ struct KindInfo {
   std::string_view cls;
 };
 
-constexpr std::array<KindInfo, 14> kKinds = {{
+constexpr std::array<KindInfo, 15> kKinds = {{
     {MeasurementKind::gemm, "gemm", "gemm"},
     {MeasurementKind::peer_copy, "peer_copy", "copy"},
     {MeasurementKind::local_copy, "local_copy", "copy"},
@@ -38,6 +39,7 @@ constexpr std::array<KindInfo, 14> kKinds = {{
     {MeasurementKind::gemm_pair, "gemm_pair", "interference"},
     {MeasurementKind::reduction, "reduction", "reduction"},
     {MeasurementKind::scenario, "scenario", "scenario"},
+    {MeasurementKind::attention, "attention", "attention"},
 }};
 
 const KindInfo& info(MeasurementKind k) {
@@ -87,6 +89,8 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (has_gpus(k)) keys.insert(keys.end(), {"gpus", "groups"});
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
+  if (k == MeasurementKind::attention)
+    keys.insert(keys.end(), {"batch", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass", "implementation", "dtype", "tflops"});
   return keys;
 }
 
@@ -100,6 +104,39 @@ std::int64_t dim(const ObjectReader& r, const std::string& key) {
   const std::int64_t v = r.positive_int(key);
   if (v > kMaxDimension) fail_at(r.child_path(key), fmt::format("{} is larger than the limit {}", v, kMaxDimension));
   return v;
+}
+
+// One flash-attention kernel: batch x seq_len tokens (each sequence attends within itself),
+// `heads` query heads over `kv_heads` (default: as many), `implementation` the kernel whose
+// efficiencies the hardware file gives (`flash`: its newest, `flash2`: FlashAttention-2).
+AttentionProblem parse_attention_problem(const ObjectReader& r) {
+  AttentionProblem a;
+  a.seq_len = dim(r, "seq_len");
+  const std::int64_t batch = dim(r, "batch");
+  if (batch > kMaxDimension / a.seq_len) fail_at(r.child_path("batch"), fmt::format("{} sequences of {} tokens are more than {} tokens", batch, a.seq_len, kMaxDimension));
+  a.tokens = batch * a.seq_len;
+  a.heads = dim(r, "heads");
+  a.kv_heads = r.has("kv_heads") ? dim(r, "kv_heads") : a.heads;
+  if (a.kv_heads > a.heads || a.heads % a.kv_heads != 0)
+    fail_at(r.child_path("kv_heads"), fmt::format("{} KV heads do not group {} query heads", a.kv_heads, a.heads));
+  a.head_dim = dim(r, "head_dim");
+  if (r.has("v_head_dim")) a.v_head_dim = dim(r, "v_head_dim");
+  if (a.head_dim > 1024 || a.v_dim() > 1024) fail_at(r.path(), "a head wider than 1024 is not a flash-attention shape");
+  a.causal = r.optional_bool("causal").value_or(true);
+  const std::string pass = r.string("pass");
+  if (pass != "forward" && pass != "backward") fail_at(r.child_path("pass"), fmt::format("unknown pass \"{}\" (forward or backward)", pass));
+  a.backward = pass == "backward";
+  const std::string impl = r.optional_string("implementation").value_or("flash");
+  if (impl != "flash" && impl != "flash2") fail_at(r.child_path("implementation"), fmt::format("unknown implementation \"{}\" (flash or flash2)", impl));
+  a.flash2 = impl == "flash2";
+  a.dtype = parse_dtype_at(r);
+  // Q (and the output) as large as a GEMM operand may be, and no prediction that overflows
+  // the simulator's picoseconds.
+  const double q = static_cast<double>(a.tokens) * static_cast<double>(a.heads) * static_cast<double>(std::max(a.head_dim, a.v_dim()));
+  if (q > static_cast<double>(kMaxMatrixElements))
+    fail_at(r.path(), fmt::format("a query of {:.3g} elements is larger than any GPU memory holds (limit 2^36 elements)", q));
+  if (attention_flops(a) > 1e18) fail_at(r.path(), fmt::format("{:.3g} FLOPs is more than the limit 1e18 for one kernel", attention_flops(a)));
+  return a;
 }
 
 // The scenario of a scenario measurement, errors re-rooted at its JSON path.
@@ -130,7 +167,10 @@ double measured_time_us(const ObjectReader& r, const Measurement& m) {
   int given = 0;
   double us = 0;
   if (r.has("time_us")) ++given, us = r.positive_number("time_us");
-  if (r.has("tflops")) ++given, us = m.gemm.flops() / (r.positive_number("tflops") * 1e12) * 1e6;
+  // Attention FLOPs as FlashAttention's benchmarks count them (attention_flops: causal halves
+  // them, backward is 2.5 forwards).
+  const double flops = m.kind == MeasurementKind::attention ? attention_flops(m.attention) : m.gemm.flops();
+  if (r.has("tflops")) ++given, us = flops / (r.positive_number("tflops") * 1e12) * 1e6;
   // A reduction's GB/s are of its DRAM traffic (every partial read, the sum written), as
   // pytorch/pytorch PR 191803 reports them.
   const double moved = m.kind == MeasurementKind::reduction ? (m.partials + 1) * m.bytes : m.bytes;
@@ -140,7 +180,7 @@ double measured_time_us(const ObjectReader& r, const Measurement& m) {
   if (r.has("busbw_gbps")) ++given, us = m.bytes * bus_factor / (r.positive_number("busbw_gbps") * 1e9) * 1e6;
   if (given != 1) {
     std::string choices = "time_us";
-    if (m.kind == MeasurementKind::gemm) choices += " or tflops";
+    if (m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::attention) choices += " or tflops";
     if (r.has("bytes") && m.kind != MeasurementKind::gemm_with_peer_copy && m.kind != MeasurementKind::gemm_with_collective)
       choices += " or gbps";
     fail_at(r.path(), fmt::format("give exactly one measured value ({}), got {}", choices, given));
@@ -172,6 +212,11 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::gemm_pair: return fmt::format("gemm {} x2 on two streams", shape);
     case MeasurementKind::reduction:
       return fmt::format("reduction {} of {} x {:.0f} B", reduction_kernel_name(m.reduction), m.partials, m.bytes);
+    case MeasurementKind::attention: {
+      const AttentionProblem& a = m.attention;
+      return fmt::format("attention {} {} {}x{} heads {} dim {}{} {}", a.flash2 ? "flash2" : "flash", a.backward ? "backward" : "forward",
+                         a.tokens / a.seq_len, a.seq_len, a.heads, a.head_dim, a.causal ? " causal" : "", dtype_name(a.dtype));
+    }
     case MeasurementKind::scenario:
       if (!m.op.empty()) return fmt::format("{} {} rank{}:{}", m.scenario->name, m.scenario->variants.front(), m.op_rank, m.op);
       return fmt::format("{} {}", m.scenario->name, m.scenario->variants.front());
@@ -183,7 +228,8 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
                       const std::string& base_dir) {
   const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "kernel", "tflops", "batch",
                                      "bytes", "gbps", "busbw_gbps", "gpus", "groups", "collective", "scenario", "variant", "op", "rank",
-                                     "partials", "reduction"});
+                                     "partials", "reduction", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass",
+                                     "implementation"});
   Measurement m;
   m.kind = parse_kind(probe);
   const ObjectReader r(j, path, allowed_keys(m.kind));  // keys the kind does not use are errors
@@ -221,6 +267,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     if (!kernel) fail_at(r.child_path("reduction"), fmt::format("unknown reduction kernel \"{}\" (aten_sum or triton)", how));
     m.reduction = *kernel;
   }
+  if (m.kind == MeasurementKind::attention) m.attention = parse_attention_problem(r);
   if (m.kind == MeasurementKind::gemm_with_collective) {
     const std::string c = r.string("collective");
     if (c == "all_gather") m.collective = CollectiveKind::all_gather;
@@ -305,6 +352,19 @@ Json measurement_json(const Measurement& m) {
   if (m.kind == MeasurementKind::reduction) {
     j["partials"] = m.partials;
     j["reduction"] = std::string(reduction_kernel_name(m.reduction));
+  }
+  if (m.kind == MeasurementKind::attention) {
+    const AttentionProblem& a = m.attention;
+    j["batch"] = a.tokens / a.seq_len;
+    j["seq_len"] = a.seq_len;
+    j["heads"] = a.heads;
+    j["kv_heads"] = a.kv_heads;
+    j["head_dim"] = a.head_dim;
+    if (a.v_head_dim > 0) j["v_head_dim"] = a.v_head_dim;
+    j["causal"] = a.causal;
+    j["pass"] = a.backward ? "backward" : "forward";
+    j["implementation"] = a.flash2 ? "flash2" : "flash";
+    j["dtype"] = std::string(dtype_name(a.dtype));
   }
   j["time_us"] = m.time_us;
   if (m.weight != 1) j["weight"] = m.weight;

@@ -61,6 +61,11 @@ MeasurementDag measurement_dag(const Measurement& m) {
       md.target = md.dag.add(0, 0, "gemm", GemmOp{m.gemm});
       return md;
     }
+    case MeasurementKind::attention: {
+      MeasurementDag md{Dag(1)};
+      md.target = md.dag.add(0, 0, "attention", AttentionOp{m.attention});
+      return md;
+    }
     case MeasurementKind::peer_copy: {
       MeasurementDag md{Dag(2)};
       md.target = md.dag.add(0, 0, "peer_copy", CopyOp{0, 1, m.bytes});

@@ -394,3 +394,42 @@ TEST_CASE("An all-to-all row is grouped send/recv: every rank sends 1/n of its b
   };
   CHECK(us(2147483648.0) / us(1073741824.0) == Approx(2).epsilon(0.05));
 }
+
+TEST_CASE("An attention row is one flash-attention kernel: FLOPs as FlashAttention counts them, a quadratic in the sequence", "[measurement]") {
+  const std::string shape = R"("kind": "attention", "batch": 2, "seq_len": 8192, "heads": 16, "head_dim": 128, "dtype": "bf16")";
+  const auto ms = parse(fmt::format(R"([{{{}, "pass": "forward", "implementation": "flash2", "causal": false, "tflops": 369.9}},
+      {{{}, "pass": "backward", "time_us": 4788}}])", shape, shape));
+  REQUIRE(ms.size() == 2);
+  // 4 x batch x seq^2 x heads x head_dim, halved by the causal mask, 2.5x for backward: the
+  // figure FlashAttention's benchmark divides by (369.9 TFLOP/s is its 2.972 ms).
+  CHECK(ms[0].time_us == Approx(4.0 * 2 * 8192.0 * 8192 * 16 * 128 / 369.9e12 * 1e6));
+  CHECK(ms[0].time_us == Approx(2972).epsilon(0.001));
+  CHECK(ms[1].attention.causal);          // causal unless said otherwise
+  CHECK_FALSE(ms[1].attention.flash2);    // the hardware's newest kernel unless said otherwise
+  CHECK(ms[1].attention.kv_heads == 16);  // as many KV heads as query heads unless said otherwise
+  CHECK(ms[0].name == "attention flash2 forward 2x8192 heads 16 dim 128 bf16");
+  // A round trip keeps the problem.
+  const Json j = measurement_json(ms[1]);
+  CHECK(j["pass"] == "backward");
+  CHECK(parse("[" + j.dump() + "]").front().attention.tokens == 2 * 8192);
+  // Predicted: doubling the sequence at the same tokens doubles the work per token, and the
+  // causal mask halves it (a quadratic, then its half).
+  auto us = [&](int seq, int batch, bool causal) {
+    return predict_us(parse(fmt::format(R"([{{"kind": "attention", "batch": {}, "seq_len": {}, "heads": 16, "head_dim": 128, "dtype": "bf16",
+        "pass": "forward", "causal": {}, "time_us": 1}}])", batch, seq, causal)).front(), test::h100());
+  };
+  CHECK(us(8192, 2, true) / us(4096, 4, true) == Approx(2).epsilon(0.05));
+  CHECK(us(8192, 2, true) / us(8192, 2, false) == Approx(0.5).epsilon(0.05));
+  // Bad rows name their path.
+  CHECK_THAT(error_of(fmt::format(R"([{{{}, "pass": "sideways", "time_us": 1}}])", shape)), Catch::Matchers::Contains("$.measurements[0].pass"));
+  CHECK_THAT(error_of(fmt::format(R"([{{{}, "pass": "forward", "implementation": "flash9", "time_us": 1}}])", shape)),
+             Catch::Matchers::Contains("$.measurements[0].implementation"));
+  CHECK_THAT(error_of(fmt::format(R"([{{{}, "pass": "forward", "kv_heads": 5, "time_us": 1}}])", shape)), Catch::Matchers::Contains("$.measurements[0].kv_heads"));
+  CHECK_THAT(error_of(R"([{"kind": "attention", "batch": 16777216, "seq_len": 16777216, "heads": 1, "head_dim": 128, "dtype": "bf16", "pass": "forward", "time_us": 1}])"),
+             Catch::Matchers::Contains("$.measurements[0].batch"));
+  CHECK_THAT(error_of(R"([{"kind": "attention", "batch": 1, "seq_len": 16777216, "heads": 16777216, "head_dim": 1024, "dtype": "bf16", "pass": "forward", "time_us": 1}])"),
+             Catch::Matchers::Contains("larger than any GPU memory holds"));
+  CHECK_THAT(error_of(R"([{"kind": "attention", "batch": 1, "seq_len": 4194304, "heads": 16, "head_dim": 1024, "causal": false, "dtype": "bf16", "pass": "forward", "time_us": 1}])"),
+             Catch::Matchers::Contains("more than the limit 1e18"));
+  CHECK_THAT(error_of(fmt::format(R"([{{{}, "pass": "forward", "m": 4, "time_us": 1}}])", shape)), Catch::Matchers::Contains("$.measurements[0]"));
+}

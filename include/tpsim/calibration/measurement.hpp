@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tpsim/cost/attention_cost.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
 #include "tpsim/io/json_reader.hpp"
@@ -33,10 +34,12 @@ enum class MeasurementKind {
   reduction,             // one GPU: `partials` stacked partials of `bytes` each summed into one
                          // (the end of async TP's matmul -> reduce-scatter): kernel time
   scenario,              // a whole scenario variant: makespan, or one named op's time in it
+  attention,             // one flash-attention kernel (forward or backward) on one GPU: kernel time
 };
 
 std::string_view measurement_kind_name(MeasurementKind k);
-// The op class an error report groups by: gemm, copy, collective, barrier, launch, interference, scenario.
+// The op class an error report groups by: gemm, copy, collective, barrier, launch, interference,
+// reduction, attention, scenario.
 std::string_view measurement_class(MeasurementKind k);
 
 struct Measurement {
@@ -45,6 +48,7 @@ struct Measurement {
   std::string source;  // who measured it, where
   MeasurementKind kind = MeasurementKind::gemm;
   GemmProblem gemm{};  // gemm kinds
+  AttentionProblem attention{};  // attention kind
   double bytes = 0;    // copies, collectives (the whole buffer), interference
   int gpus = 1;        // the GPUs that meet in one collective or barrier
   int groups = 1;      // collective kinds: so many groups of `gpus` GPUs run it at once (group 0's is timed)
