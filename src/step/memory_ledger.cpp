@@ -136,9 +136,11 @@ MemoryLedger stage_memory(const TrainingStepSpec& t, const StageMemoryInput& in,
     // Kept until the output layer's backward, outside any checkpointed layer: the final
     // norm's input (this rank's sequence shard) and the output GEMM's input (gathered over TP
     // with sequence parallelism where PyTorch keeps the gathered input).
+    // (An output layer alone in its pipeline chunk receives the final norm's input into a
+    // receive buffer, counted with those.)
     const double shard_rows = t.sequence_parallel ? tokens / tp : tokens;
     const double gemm_rows = t.tp_saves_gathered_input ? tokens : shard_rows;
-    l.parts.emplace_back("final norm and output layer inputs", (shard_rows + gemm_rows) * h * e);
+    l.parts.emplace_back("final norm and output layer inputs", ((in.output_input_received ? 0 : shard_rows) + gemm_rows) * h * e);
   }
   const int cp = t.mesh.size(MeshDim::cp);
   if (cp > 1) {

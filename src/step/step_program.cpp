@@ -510,6 +510,7 @@ class ProgramBuilder {
       if (chunk_rank(t_.schedule, pp_, c) != rank) continue;
       const int receives = (c > 0 ? 1 : 0) + (c + 1 < t_.chunks() ? 1 : 0);  // activations from before, gradients from after
       p.pipeline_buffers += receives * t_.microbatches * boundary_bytes_;
+      if (boundary_bytes_ > 0 && c > 0 && plan_.layers_of_chunk[static_cast<std::size_t>(c)].front() == kOutputAlone) p.output_input_received = true;
       for (int l : plan_.layers_of_chunk[static_cast<std::size_t>(c)]) {
         double everyone = l < 0 ? 0 : t_.model.layer_params(), routed = 0;
         if (l >= 0 && t_.model.moe_layer(l)) everyone = t_.model.moe_dense_params(), routed = t_.model.routed_expert_params() / ep_;

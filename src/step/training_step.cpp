@@ -37,6 +37,7 @@ StepVariantRun run_step_variant(const Scenario& s, const std::string& variant, c
     in.edge_params = p.edge;
     in.peak_activations = run.sim.stages[static_cast<std::size_t>(r)].peak_activation_bytes;
     in.pipeline_buffers = p.pipeline_buffers;
+    in.output_input_received = p.output_input_received;
     in.last_stage = r == run.plan.last_stage;
     run.memory.push_back(stage_memory(t, in, s.hardware, e));
     if (run.memory.back().total() > run.peak_memory_bytes) run.peak_memory_bytes = run.memory.back().total(), run.peak_stage = r;

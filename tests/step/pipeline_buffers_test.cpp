@@ -69,3 +69,16 @@ TEST_CASE("PyTorch's pipelining keeps each forward's output to its backward, who
     if (s == 3) CHECK(delta == Approx(-in_flight * boundary));
   }
 }
+
+TEST_CASE("An output layer alone in its chunk finds the final norm's input in a receive buffer, counted once", "[step][pipeline][memory]") {
+  // 16 layers over 4 stages with the output counted as 5 layers: the last chunk holds it alone.
+  const std::string alone = R"(, "pp_last_stage_less_layers": 5)";
+  const StepVariantRun torch = run(alone), megatron = run(alone + R"(, "pp_p2p": "blocking")");
+  const int last = torch.plan.last_stage;
+  REQUIRE(torch.plan.layers_of_chunk.back().size() == 1);
+  REQUIRE(torch.plan.layers_of_chunk.back().front() < 0);
+  const double shard = 4096.0 / 2 * 2048 * 2;  // one microbatch's final-norm input on a TP rank
+  CHECK(part(megatron, last, "final norm and output layer inputs") - part(torch, last, "final norm and output layer inputs") == Approx(shard));
+  // With a decoder layer before it in the chunk, the norm's input is that layer's output.
+  CHECK(part(run(""), 3, "final norm and output layer inputs") == Approx(part(run(R"(, "pp_p2p": "blocking")"), 3, "final norm and output layer inputs")));
+}

@@ -39,6 +39,7 @@ struct StageMemoryInput {
   double edge_params = 0;     // of local_params: the embedding's and output layer's
   double peak_activations = 0;  // from the simulated schedule
   double pipeline_buffers = 0;  // PyTorch's pipelining: receive buffers per microbatch (bytes)
+  bool output_input_received = false;  // the final norm's input is one of those buffers (not counted again)
   bool last_stage = false;
 };
 

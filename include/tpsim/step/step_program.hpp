@@ -28,6 +28,7 @@ struct StageParams {
   double edge = 0, edge_shard = 0;  // of `local` and `shard`: the embedding's and output layer's
   // PyTorch's pipelining: the receive buffers its stages hold for every microbatch (bytes).
   double pipeline_buffers = 0;
+  bool output_input_received = false;  // the output layer alone in its chunk: the final norm's input is such a buffer
 };
 
 struct LayerPasses {
