@@ -94,6 +94,15 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   return keys;
 }
 
+// Any kind's keys: what a row may hold before its kind says which of them it takes.
+std::vector<std::string> every_kind_key() {
+  std::vector<std::string> keys;
+  for (const auto& i : kKinds)
+    for (auto& k : allowed_keys(i.kind))
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(std::move(k));
+  return keys;
+}
+
 Dtype parse_dtype_at(const ObjectReader& r) {
   const std::string s = r.string("dtype");
   if (auto d = parse_dtype(s)) return *d;
@@ -226,10 +235,7 @@ std::string default_name(const Measurement& m) {
 
 Measurement parse_one(const Json& j, const std::string& path, const std::string& hardware, const std::string& origin,
                       const std::string& base_dir) {
-  const ObjectReader probe(j, path, {"kind", "name", "source", "time_us", "weight", "m", "n", "k", "dtype", "kernel", "tflops", "batch",
-                                     "bytes", "gbps", "busbw_gbps", "gpus", "groups", "collective", "scenario", "variant", "op", "rank",
-                                     "partials", "reduction", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass",
-                                     "implementation"});
+  const ObjectReader probe(j, path, every_kind_key());
   Measurement m;
   m.kind = parse_kind(probe);
   const ObjectReader r(j, path, allowed_keys(m.kind));  // keys the kind does not use are errors

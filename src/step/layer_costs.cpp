@@ -244,7 +244,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     m.forward_phases = with_cp(af, cpf);
     std::vector<LayerPhase> ffn_backward;
     Tick ffn_backward_time = 0;
-    const std::int64_t shared = t.model.moe.shared_experts * t.model.moe.expert_ffn_hidden;
+    const std::int64_t shared = t.model.moe.shared_width();
     if (shared > 0) {
       const LayerPart ffn{"ffn", shared};
       const PassCost sf = per_layer(s, variant, Pass::forward, ffn), sb = per_layer(s, variant, Pass::backward, ffn);

@@ -26,7 +26,7 @@ double activation_bytes_per_layer(const TrainingStepSpec& t, Checkpointing mode,
   double ffn_kept = up * f, ffn_recomputed = f;  // up projections kept; the activation's output recomputed by selective
   if (moe) {
     const auto& x = m.moe;
-    const double shared = static_cast<double>(x.shared_experts * x.expert_ffn_hidden), ef = static_cast<double>(x.expert_ffn_hidden);
+    const double shared = static_cast<double>(x.shared_width()), ef = static_cast<double>(x.expert_ffn_hidden);
     // Per token, top_k routed slots (more on the rank whose experts routing favours: its
     // memory is the stage's peak): the dispatched input (every TP rank holds each slot's
     // whole hidden vector, hence x tp before the / tp below) and the expert FFN's outputs.

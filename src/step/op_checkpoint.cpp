@@ -50,7 +50,7 @@ std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe) {
          {"attention.wv", kv, h, false, "attention.input"},
          {"attention.wo", h, q, true, "attention.output"}};
   }
-  append_ffn(l, m, (moe ? m.moe.shared_experts * m.moe.expert_ffn_hidden : m.ffn_hidden) / tp);
+  append_ffn(l, m, (moe ? m.moe.shared_width() : m.ffn_hidden) / tp);
   return l;
 }
 
@@ -137,7 +137,7 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     norm("ffn.norm");
   }
   // The activation between the FFN's (or the shared experts') up and down projections.
-  const std::int64_t width = (moe ? t.model.moe.shared_experts * t.model.moe.expert_ffn_hidden : t.model.ffn_hidden) / tp;
+  const std::int64_t width = (moe ? t.model.moe.shared_width() : t.model.ffn_hidden) / tp;
   if (width > 0) {
     const double f = static_cast<double>(width), up = t.model.ffn_up_projections();
     if (t.aten_elementwise && t.model.gated_ffn) aten("ffn.silu_mul", aten_swiglu_kernels(all_tokens * f, e, false));

@@ -13,6 +13,7 @@ struct MoeShape {
   std::int64_t shared_experts = 0;     // experts every token also goes through, each expert_ffn_hidden wide
   std::int64_t every = 1;              // every n-th layer after the dense ones is MoE (Llama 4 Maverick: 2)
   std::int64_t first_dense = 0;        // the first n layers keep a dense FFN (DeepSeek-V3: 3)
+  std::int64_t shared_width() const { return shared_experts * expert_ffn_hidden; }  // the shared experts as one FFN
 };
 
 // Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values are projected down
