@@ -32,6 +32,16 @@ Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer
          duration_for(ring_bytes_per_rank(kind, buffer_bytes, ranks), link_bytes_per_ps * proto.bandwidth_efficiency);
 }
 
+Tick ring_processing_time(CollectiveKind kind, double buffer_bytes, int ranks, int channels, const NcclSpec& nccl) {
+  if (!nccl.channel_rates_present() || ranks < 2 || channels < 1) return 0;
+  const double copied = kind == CollectiveKind::all_gather     ? buffer_bytes
+                        : kind == CollectiveKind::all_reduce ? buffer_bytes * (ranks - 1) / ranks
+                                                             : 0.0;
+  const double reduced = kind == CollectiveKind::all_gather ? 0.0 : buffer_bytes;
+  return duration_for(copied, channels * nccl.channel_copy_bytes_per_ps) +
+         duration_for(reduced, channels * nccl.channel_reduce_bytes_per_ps);
+}
+
 CollectivePlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps) {
   CollectivePlan plan;
   Tick best = kTickMax;
@@ -48,11 +58,12 @@ CollectivePlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, co
   plan.bytes_per_rank = ring_bytes_per_rank(kind, buffer_bytes, ranks);
   plan.threads = p.threads;
   plan.efficiency = p.bandwidth_efficiency;
+  plan.processing = hw.nccl.ring_startup + ring_processing_time(kind, buffer_bytes, ranks, plan.channels, hw.nccl);
   return plan;
 }
 
 bool nvls_applies(CollectiveKind kind, int ranks, bool one_node, const HardwareSpec& hw) {
-  return kind == CollectiveKind::all_reduce && one_node && ranks >= 2 && hw.nccl.nvls.present();
+  return kind == CollectiveKind::all_reduce && one_node && hw.nccl.nvls.present() && ranks >= hw.nccl.nvls.min_ranks;
 }
 
 Tick nvls_estimate(double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps) {

@@ -133,6 +133,8 @@ NvlsSpec parse_nvls(const ObjectReader& r, const FabricSpec& fabric) {
   n.threads = q.count("threads_per_block");
   n.efficiency = q.get("efficiency", "fraction");
   n.latency = q.time("latency");
+  n.min_ranks = q.count("min_ranks", 1024);
+  if (n.min_ranks < 2) fail_at(r.child_path("min_ranks") + ".value", "NVLS needs at least 2 ranks");
   // The reduction happens in the NVSwitch: a model derived from an NVSwitch part that
   // joins its GPUs otherwise (bridged pairs, a ring of links) has no NVLS.
   if (fabric.topology != "switch" && fabric.topology != "multi_node") return {};
@@ -287,7 +289,8 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   hw.fabric = parse_fabric(root.object("fabric", {"topology", "nvlink", "pcie", "nic", "gpus_per_node"}));
 
-  const ObjectReader nccl = root.object("nccl", {"max_channels", "p2p_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols", "nvls"});
+  const ObjectReader nccl = root.object("nccl", {"max_channels", "p2p_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols", "nvls",
+                                                "channel_copy_bandwidth", "channel_reduce_bandwidth"});
   const Quantities nq(nccl);
   hw.nccl.max_channels = nq.count("max_channels", 1024);
   hw.nccl.p2p_channels = nq.count("p2p_channels", 1024);
@@ -299,8 +302,15 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (protos.has(name))
       hw.nccl.protocols.push_back(parse_protocol(name, protos.object(name, {"base_latency", "step_latency", "bandwidth_efficiency", "threads_per_block", "channel_threshold"})));
   if (hw.nccl.protocols.empty()) fail_at(protos.path(), "needs at least one protocol");
+  // A ring channel's copy and reduce rates come together or not at all.
+  if (nccl.has("channel_copy_bandwidth") != nccl.has("channel_reduce_bandwidth"))
+    fail_at(nccl.path(), "needs both \"channel_copy_bandwidth\" and \"channel_reduce_bandwidth\" or neither");
+  if (nccl.has("channel_copy_bandwidth")) {
+    hw.nccl.channel_copy_bytes_per_ps = nq.get("channel_copy_bandwidth", "bandwidth");
+    hw.nccl.channel_reduce_bytes_per_ps = nq.get("channel_reduce_bandwidth", "bandwidth");
+  }
   if (nccl.has("nvls")) {
-    hw.nccl.nvls = parse_nvls(nccl.object("nvls", {"channels", "threads_per_block", "efficiency", "latency"}), hw.fabric);
+    hw.nccl.nvls = parse_nvls(nccl.object("nvls", {"channels", "threads_per_block", "efficiency", "latency", "min_ranks"}), hw.fabric);
     if (!protos.has("Simple")) fail_at(nccl.child_path("nvls"), "NVLS runs NCCL's Simple protocol: nccl.protocols needs \"Simple\"");
   }
 

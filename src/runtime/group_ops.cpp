@@ -28,11 +28,19 @@ void Machine::run_collective(const std::vector<OpId>& members, const CollectiveP
 }
 
 // Every rank sends (n-1)/n of the buffer to its ring successor, pipelined over
-// the channels; the kernels finish together when the last chunk lands. Between
+// the channels; the kernels finish together when the last chunk lands, and not before
+// their blocks have processed the buffer (plan.processing). Between
 // nodes NCCL runs one ring per rail, so a node-crossing hop's bytes are spread
 // over every GPU's NIC (GPU j of one node to GPU j of the next).
 void Machine::run_ring(const std::vector<OpId>& members, const CollectivePlan& plan) {
-  sim_.schedule_after(plan.latency, [this, members, plan] {
+  // The kernels end when the last byte has landed and their blocks have processed the
+  // buffer; the blocks work through the pipeline's fill, so that clock starts at once.
+  auto left = std::make_shared<int>(2);
+  auto finish = [this, members, left] {
+    if (--*left == 0) release_all(members);
+  };
+  sim_.schedule_after(plan.processing, finish);
+  sim_.schedule_after(plan.latency, [this, members, plan, finish] {
     std::vector<std::pair<std::pair<int, int>, double>> transfers;
     const std::size_t n = members.size();
     const Topology& topo = fabric_.topology();
@@ -46,7 +54,7 @@ void Machine::run_ring(const std::vector<OpId>& members, const CollectivePlan& p
       for (int j = 0; j < per; ++j)
         transfers.push_back({{topo.node_of(src) * per + j, topo.node_of(dst) * per + j}, plan.bytes_per_rank / per});
     }
-    move_all(std::move(transfers), plan.efficiency, [this, members] { release_all(members); });
+    move_all(std::move(transfers), plan.efficiency, finish);
   });
 }
 

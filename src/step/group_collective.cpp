@@ -41,6 +41,9 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
   const double uplink_share = g.leaves > 1 ? std::min(1.0, members_per_leaf / hw.cluster.oversubscription) : 1.0;
   const double nic = across ? hw.cluster.nic.bytes_per_ps * uplink_share : 0;
   best.time = kTickMax;
+  // NCCL picks by its own estimate (links only); a ring it picks then takes no less than
+  // its blocks need to process the buffer (ring_processing_time).
+  Tick ring_floor = 0;
   for (const NcclProtocol& p : hw.nccl.protocols) {
     const NetLatency* net = across ? hw.cluster.latency_for(p.name) : nullptr;
     if (op == GroupOp::send_recv) {
@@ -61,7 +64,13 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
                           (across ? static_cast<Tick>(inter) * latency_of(net, false) : 0);
     const Tick ring = ring_lat + duration_for(wire, bus * p.bandwidth_efficiency);
     const int ch = channels_for(p, buffer_bytes, hw.nccl.max_channels);
-    if (ring < best.time) best = {ring, "ring", p.name, ch, best.tier, wire};
+    if (ring < best.time) {
+      best = {ring, "ring", p.name, ch, best.tier, wire};
+      const CollectiveKind kind = all_reduce ? CollectiveKind::all_reduce
+                                  : op == GroupOp::all_gather ? CollectiveKind::all_gather
+                                                              : CollectiveKind::reduce_scatter;
+      ring_floor = hw.nccl.ring_startup + ring_processing_time(kind, buffer_bytes, n, ch, hw.nccl);
+    }
     if (all_reduce && across) {
       // Chains inside nodes, a tree across them, up and down; the bus bandwidth NCCL
       // gives a tree is a fraction of the ring's, and each byte goes up and comes down.
@@ -69,7 +78,7 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
       const Tick tree_lat = hw.nccl.ring_startup + p.base_latency +
                             2 * (static_cast<Tick>(g.per_node - 1) * p.step_latency + depth * latency_of(net, true));
       const Tick tree = tree_lat + duration_for(2 * buffer_bytes, bus * p.bandwidth_efficiency * hw.cluster.tree_bandwidth_ratio);
-      if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes};
+      if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes}, ring_floor = 0;
     }
   }
   // NVLS tree: an all-reduce across nodes with two or more members in each, on nodes with NVLS.
@@ -84,6 +93,7 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     const Tick t = hw.nccl.ring_startup + nvls_estimate(buffer_bytes, g.ranks, hw, nvlink);
     if (t < best.time) best = {t, "nvls", nvls.protocol->name, nvls.channels, best.tier, nvls.bytes_per_rank};
   }
+  if (best.algorithm == "ring") best.time = std::max(best.time, ring_floor);
   return best;
 }
 

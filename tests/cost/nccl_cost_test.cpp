@@ -60,7 +60,10 @@ TEST_CASE("NCCL uses fewer channels (SMs) for small messages", "[cost][nccl]") {
 }
 
 TEST_CASE("A ring collective's bandwidth term halves when the link doubles", "[cost][nccl]") {
-  HardwareSpec fast = h100();
+  // The links alone: without the blocks' processing rates, which bind past some link speed (below).
+  HardwareSpec slow = h100();
+  slow.nccl.channel_copy_bytes_per_ps = slow.nccl.channel_reduce_bytes_per_ps = 0;
+  HardwareSpec fast = slow;
   fast.fabric.nvlink.bytes_per_ps *= 2;
   const double bytes = 4e9;
   auto run = [&](const HardwareSpec& hw) {
@@ -73,8 +76,71 @@ TEST_CASE("A ring collective's bandwidth term halves when the link doubles", "[c
     }
     return op_us(execute(dag, hw), first);
   };
-  const double latency_us = to_us(plan_ring(CollectiveKind::all_gather, bytes, 8, h100(), kLink).latency);
-  CHECK((run(fast) - latency_us) / (run(h100()) - latency_us) == Approx(0.5).epsilon(0.01));
+  const double latency_us = to_us(plan_ring(CollectiveKind::all_gather, bytes, 8, slow, kLink).latency);
+  CHECK((run(fast) - latency_us) / (run(slow) - latency_us) == Approx(0.5).epsilon(0.01));
+}
+
+namespace {
+// One ring collective of `bytes` over the first `n` of 8 GPUs, simulated: its time in us.
+double simulated_ring_us(CollectiveKind kind, double bytes, int n, const HardwareSpec& hw) {
+  Dag dag(8);
+  std::vector<int> ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(r);
+  const int g = dag.new_group(dag.add_process_group(ranks));
+  OpId first = 0;
+  for (int r = 0; r < n; ++r) {
+    const OpId id = dag.add(r, 0, "c", CollectiveOp{kind, bytes, g});
+    if (r == 0) first = id;
+  }
+  return op_us(execute(dag, hw), first);
+}
+}  // namespace
+
+TEST_CASE("A ring's blocks process the whole buffer whatever the group size: n stages of 1/n", "[cost][nccl]") {
+  const NcclSpec& nccl = h100().nccl;
+  REQUIRE(nccl.channel_rates_present());
+  const double bytes = 2e9;
+  for (int n : {2, 4, 8}) {
+    // Conservation: an all-gather copies the buffer once, a reduce-scatter reduces it once.
+    CHECK(to_us(ring_processing_time(CollectiveKind::all_gather, bytes, n, 24, nccl)) ==
+          Approx(bytes / (24 * nccl.channel_copy_bytes_per_ps) / 1e6).epsilon(1e-6));
+    CHECK(to_us(ring_processing_time(CollectiveKind::reduce_scatter, bytes, n, 24, nccl)) ==
+          Approx(bytes / (24 * nccl.channel_reduce_bytes_per_ps) / 1e6).epsilon(1e-6));
+    // An all-reduce ring reduces the buffer, then copies (n-1)/n of it.
+    CHECK(ring_processing_time(CollectiveKind::all_reduce, bytes, n, 24, nccl) ==
+          ring_processing_time(CollectiveKind::reduce_scatter, bytes, n, 24, nccl) +
+              ring_processing_time(CollectiveKind::all_gather, bytes * (n - 1) / n, n, 24, nccl));
+  }
+  // Half the channels, twice the time; no rates, no floor.
+  CHECK(to_us(ring_processing_time(CollectiveKind::all_gather, bytes, 8, 12, nccl)) ==
+        Approx(2 * to_us(ring_processing_time(CollectiveKind::all_gather, bytes, 8, 24, nccl))).epsilon(1e-6));
+  HardwareSpec none = h100();
+  none.nccl.channel_copy_bytes_per_ps = none.nccl.channel_reduce_bytes_per_ps = 0;
+  CHECK(ring_processing_time(CollectiveKind::reduce_scatter, bytes, 2, 24, none.nccl) == 0);
+}
+
+TEST_CASE("A small group's ring is bound by its blocks, not by its links", "[cost][nccl]") {
+  const double bytes = 2e9;
+  // Links alone, a 2-GPU ring sends half the buffer where 8 send 7/8 of it: 4/7 of the time.
+  HardwareSpec links_only = h100();
+  links_only.nccl.channel_copy_bytes_per_ps = links_only.nccl.channel_reduce_bytes_per_ps = 0;
+  const double rs2_links = simulated_ring_us(CollectiveKind::reduce_scatter, bytes, 2, links_only);
+  const double rs8_links = simulated_ring_us(CollectiveKind::reduce_scatter, bytes, 8, links_only);
+  CHECK(rs2_links / rs8_links == Approx(4.0 / 7).epsilon(0.02));
+  // With the blocks' rates the 2-GPU reduce-scatter is bound by them: as long as the
+  // processing floor, no faster than 8 GPUs by more than the link share, and slower than
+  // the links alone would make it.
+  const double rs2 = simulated_ring_us(CollectiveKind::reduce_scatter, bytes, 2, h100());
+  const double rs8 = simulated_ring_us(CollectiveKind::reduce_scatter, bytes, 8, h100());
+  const double floor_us =
+      to_us(h100().nccl.ring_startup + ring_processing_time(CollectiveKind::reduce_scatter, bytes, 2, 24, h100().nccl));
+  CHECK(rs2 == Approx(floor_us).epsilon(0.001));
+  CHECK(rs2 > 1.5 * rs2_links);
+  CHECK(rs2 / rs8 > 0.9);
+  // Doubling the links does not speed up a ring its blocks bind.
+  HardwareSpec fast = h100();
+  fast.fabric.nvlink.bytes_per_ps *= 2;
+  CHECK(simulated_ring_us(CollectiveKind::reduce_scatter, bytes, 2, fast) == Approx(rs2).epsilon(1e-9));
 }
 
 TEST_CASE("An elementwise kernel is HBM-bound: half the bandwidth, twice the time", "[cost][elementwise]") {

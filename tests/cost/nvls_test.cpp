@@ -45,6 +45,9 @@ TEST_CASE("NVLS is an all-reduce inside one NVSwitch node, on hardware that has 
   CHECK_FALSE(nvls_applies(CollectiveKind::all_gather, 8, true, h100()));
   CHECK_FALSE(nvls_applies(CollectiveKind::all_reduce, 8, false, h100()));
   CHECK_FALSE(nvls_applies(CollectiveKind::all_reduce, 1, true, h100()));
+  // NCCL (2.19 to 2.28.7) sets NVLS up only for communicators of more than 2 GPUs.
+  CHECK_FALSE(nvls_applies(CollectiveKind::all_reduce, 2, true, h100()));
+  CHECK(nvls_applies(CollectiveKind::all_reduce, 3, true, h100()));
   // A100's NVSwitch has no SHARP; a bridged PCIe pair has no switch at all.
   CHECK_FALSE(load_hardware_file(models_dir() + "/a100_sxm.json").nccl.nvls.present());
   CHECK_FALSE(load_hardware_file(models_dir() + "/h100_pcie.json").nccl.nvls.present());

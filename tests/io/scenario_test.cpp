@@ -97,6 +97,16 @@ TEST_CASE("Bad hardware files name the JSON path of the problem", "[io][hardware
   broken = hw;
   broken["launch"]["host_overhead"]["value"] = -1;
   CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.launch.host_overhead.value: must be positive"));
+  broken = hw;
+  broken["nccl"].erase("channel_reduce_bandwidth");
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"),
+                    Contains("$.nccl: needs both \"channel_copy_bandwidth\" and \"channel_reduce_bandwidth\" or neither"));
+  broken = hw;
+  broken["nccl"]["nvls"]["min_ranks"]["value"] = 1;
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.nccl.nvls.min_ranks.value: NVLS needs at least 2 ranks"));
+  broken = hw;
+  broken["nccl"]["nvls"].erase("min_ranks");
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.nccl.nvls: missing required key \"min_ranks\""));
 }
 
 TEST_CASE("The same scenario gives byte-identical JSON and trace", "[io][determinism]") {

@@ -83,3 +83,21 @@ TEST_CASE("a small all-reduce over many nodes takes NCCL's tree - a large one is
   CHECK(static_cast<double>(bigger.time) / static_cast<double>(big.time) == Approx(2.0).epsilon(0.02));
   CHECK(group_collective_cost(GroupOp::all_reduce, 1e6, GroupLayout{1, 1, 1, 1}, h100()).time == 0);
 }
+
+TEST_CASE("A training step prices a small group's ring as the simulator runs it: no faster than its blocks", "[step][collective]") {
+  const double bytes = 2e9;
+  for (GroupOp op : {GroupOp::all_gather, GroupOp::reduce_scatter}) {
+    const CollectiveKind kind = op == GroupOp::all_gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter;
+    const auto two = group_collective_cost(op, bytes, GroupLayout{2, 2, 1, 1}, h100());
+    REQUIRE(two.algorithm == "ring");
+    const Tick floor = h100().nccl.ring_startup + ring_processing_time(kind, bytes, 2, two.channels, h100().nccl);
+    CHECK(two.time == floor);
+    // The links alone would be faster: half the buffer crosses them.
+    HardwareSpec links_only = h100();
+    links_only.nccl.channel_copy_bytes_per_ps = links_only.nccl.channel_reduce_bytes_per_ps = 0;
+    CHECK(group_collective_cost(op, bytes, GroupLayout{2, 2, 1, 1}, links_only).time < floor);
+  }
+  // A 2-GPU all-reduce is a ring: NCCL sets NVLS up for more than 2 GPUs only.
+  CHECK(group_collective_cost(GroupOp::all_reduce, bytes, GroupLayout{2, 2, 1, 1}, h100()).algorithm == "ring");
+  CHECK(group_collective_cost(GroupOp::all_reduce, bytes, GroupLayout{4, 4, 1, 1}, h100()).algorithm == "nvls");
+}

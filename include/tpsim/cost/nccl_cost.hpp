@@ -51,7 +51,19 @@ struct CollectivePlan {
   double efficiency = 0;         // fraction of the link's payload rate the transfers reach
   double nic_bytes_per_rank = 0;  // NVLS tree: what each member sends to another node
   double nic_efficiency = 0;
+  // Ring: the least time from every rank resident to the kernels' end: the startup, then
+  // the channels processing the buffer (ring_processing_time), which they do through the
+  // pipeline fill that the per-step latencies stand for.
+  Tick processing = 0;
 };
+
+// A ring's channels process the whole buffer on every rank whatever the group size: n
+// stages of buffer/n (the first send, n-2 forwards, the last receive) where the links
+// carry only (n-1)/n of it. Each channel's block moves its share through a copy loop
+// (all-gather stages) or a reduce loop (reduce-scatter stages) at a bounded rate, so a
+// small group's ring is bound by its blocks rather than by its links. An all-reduce ring
+// reduces the buffer, then copies (n-1)/n of it. 0 where the hardware gives no rates.
+Tick ring_processing_time(CollectiveKind kind, double buffer_bytes, int ranks, int channels, const NcclSpec& nccl);
 
 // `buffer_bytes`: the whole gathered buffer (all-gather output, reduce-scatter input,
 // the buffer every rank all-reduces); `link_bytes_per_ps`: the narrowest hop of the
@@ -61,7 +73,8 @@ struct CollectivePlan {
 CollectivePlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);
 
 // NVLS applies to an all-reduce whose ranks share one NVSwitch (`one_node`) on
-// hardware that has it; NCCL takes it where its estimate beats the best ring.
+// hardware that has it, in a communicator of at least nvls.min_ranks GPUs; NCCL takes it
+// where its estimate beats the best ring.
 bool nvls_applies(CollectiveKind kind, int ranks, bool one_node, const HardwareSpec& hw);
 CollectivePlan plan_nvls(double buffer_bytes, int ranks, const HardwareSpec& hw);
 Tick nvls_estimate(double buffer_bytes, int ranks, const HardwareSpec& hw, double link_bytes_per_ps);

@@ -119,6 +119,7 @@ struct NvlsSpec {
   int threads = 0;            // per block
   double efficiency = 0;      // fraction of the port's payload rate multimem traffic reaches
   Tick latency = 0;           // NCCL's fixed latency for the algorithm
+  int min_ranks = 0;          // NCCL sets NVLS up only for communicators of this many GPUs or more
   bool present() const { return channels > 0; }
 };
 
@@ -130,6 +131,10 @@ struct NcclSpec {
   int shared_bytes = 0;
   std::vector<NcclProtocol> protocols;
   NvlsSpec nvls;  // all-reduce inside one node only
+  // What one ring channel's block moves through its copy loop (all-gather stages) and its
+  // reduce loop (reduce-scatter stages), bytes of the buffer per ps; 0: not modelled.
+  double channel_copy_bytes_per_ps = 0, channel_reduce_bytes_per_ps = 0;
+  bool channel_rates_present() const { return channel_copy_bytes_per_ps > 0; }
 };
 
 struct BarrierSpec {
