@@ -34,12 +34,14 @@ void Machine::run_collective(const std::vector<OpId>& members, const CollectiveP
 // over every GPU's NIC (GPU j of one node to GPU j of the next).
 void Machine::run_ring(const std::vector<OpId>& members, const CollectivePlan& plan) {
   // The kernels end when the last byte has landed and their blocks have processed the
-  // buffer; the blocks work through the pipeline's fill, so that clock starts at once.
-  auto left = std::make_shared<int>(2);
+  // buffer; the blocks work through the pipeline's fill, so that clock starts at once (and
+  // cannot bind when it ends before the first byte moves: no event then).
+  const bool floor_may_bind = plan.processing > plan.latency;
+  auto left = std::make_shared<int>(floor_may_bind ? 2 : 1);
   auto finish = [this, members, left] {
     if (--*left == 0) release_all(members);
   };
-  sim_.schedule_after(plan.processing, finish);
+  if (floor_may_bind) sim_.schedule_after(plan.processing, finish);
   sim_.schedule_after(plan.latency, [this, members, plan, finish] {
     std::vector<std::pair<std::pair<int, int>, double>> transfers;
     const std::size_t n = members.size();

@@ -2,16 +2,18 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "tpsim/analysis/metrics.hpp"
-#include "tpsim/dag/dag.hpp"
-#include "tpsim/runtime/executor.hpp"
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
 
 namespace tpsim {
 
 namespace {
+
+// One GPU's kernels of a pass, back to back (kernels_alone prices them).
+using Kernels = std::vector<std::pair<std::string, OpPayload>>;
 
 struct LossShape {
   double tokens = 0;  // rows of logits one pass takes (a chunk's, or the microbatch's)
@@ -20,7 +22,7 @@ struct LossShape {
 };
 
 // The loss forward on `x.tokens` rows; returns the TP collectives it waits for.
-Tick add_loss_forward(Dag& d, const TrainingStepSpec& t, const HardwareSpec& hw, const LossShape& x, const GroupLayout& tp_group) {
+Tick add_loss_forward(Kernels& d, const TrainingStepSpec& t, const HardwareSpec& hw, const LossShape& x, const GroupLayout& tp_group) {
   const double logits = x.tokens * x.vocab, e = x.e, per_token = 4.0 * x.tokens;
   Tick collectives = 0;
   if (!t.loss_on_vocab_shard()) collectives += group_collective_cost(GroupOp::all_gather, logits * e, tp_group, hw).time;
@@ -28,55 +30,53 @@ Tick add_loss_forward(Dag& d, const TrainingStepSpec& t, const HardwareSpec& hw,
     // loss_parallel (torch/distributed/tensor/parallel/loss.py, read at pytorch 02eef6b):
     // _log_softmax as aten ops (amax, x - max, exp, sum, shifted - logsumexp) with an
     // all-reduce of the maxima and one of the sums, nll_loss's picked values all-reduced.
-    d.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
-    d.add(0, 0, "loss_parallel.amax", ElementwiseOp{logits * 4, per_token});
-    d.add(0, 0, "loss_parallel.sub_max", ElementwiseOp{logits * 4, logits * 4});
-    d.add(0, 0, "loss_parallel.exp", ElementwiseOp{logits * 4, logits * 4});
-    d.add(0, 0, "loss_parallel.sum", ElementwiseOp{logits * 4, per_token});
-    d.add(0, 0, "loss_parallel.sub_logsumexp", ElementwiseOp{logits * 4, logits * 4});
-    d.add(0, 0, "loss_parallel.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token});
+    d.push_back({"cross_entropy.float", ElementwiseOp{logits * e, logits * 4}});
+    d.push_back({"loss_parallel.amax", ElementwiseOp{logits * 4, per_token}});
+    d.push_back({"loss_parallel.sub_max", ElementwiseOp{logits * 4, logits * 4}});
+    d.push_back({"loss_parallel.exp", ElementwiseOp{logits * 4, logits * 4}});
+    d.push_back({"loss_parallel.sum", ElementwiseOp{logits * 4, per_token}});
+    d.push_back({"loss_parallel.sub_logsumexp", ElementwiseOp{logits * 4, logits * 4}});
+    d.push_back({"loss_parallel.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token}});
     collectives += 3 * group_collective_cost(GroupOp::all_reduce, per_token, tp_group, hw).time;
   } else if (t.cross_entropy == CrossEntropy::compiled) {
     // Inductor fuses the cast, log_softmax and nll_loss into one reduction per token: with
     // online softmax (torch/_inductor/config.py online_softmax, on by default) the maximum and
     // the sum of exponentials come from one read of the logits; a value per token is kept.
-    d.add(0, 0, "cross_entropy.compiled", ElementwiseOp{logits * e, 2 * per_token});
+    d.push_back({"cross_entropy.compiled", ElementwiseOp{logits * e, 2 * per_token}});
   } else if (t.cross_entropy == CrossEntropy::aten) {
     // logits.float(); log_softmax (a max-and-sum pass, then the output); nll_loss picks a value per token.
-    d.add(0, 0, "cross_entropy.float", ElementwiseOp{logits * e, logits * 4});
-    d.add(0, 0, "cross_entropy.log_softmax", ElementwiseOp{logits * 8, logits * 4});
-    d.add(0, 0, "cross_entropy.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token});
+    d.push_back({"cross_entropy.float", ElementwiseOp{logits * e, logits * 4}});
+    d.push_back({"cross_entropy.log_softmax", ElementwiseOp{logits * 8, logits * 4}});
+    d.push_back({"cross_entropy.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token}});
   } else {
-    d.add(0, 0, "cross_entropy", ElementwiseOp{logits * e, per_token});  // logits read once, fp32 loss per token
+    d.push_back({"cross_entropy", ElementwiseOp{logits * e, per_token}});  // logits read once, fp32 loss per token
   }
   return collectives;
 }
 
-void add_loss_backward(Dag& d, const TrainingStepSpec& t, const LossShape& x) {
+void add_loss_backward(Kernels& d, const TrainingStepSpec& t, const LossShape& x) {
   const double logits = x.tokens * x.vocab, e = x.e;
   if (t.loss_parallel_decomposed()) {
     // _nll_loss_and_log_softmax_backward: zeros with -1 at the targets, then
     // (grad_input + exp(x)) * grad_output, a tensor per op.
-    d.add(0, 0, "loss_parallel.backward.zeros", ElementwiseOp{0, logits * 4});
-    d.add(0, 0, "loss_parallel.backward.exp", ElementwiseOp{logits * 4, logits * 4});
-    d.add(0, 0, "loss_parallel.backward.add", ElementwiseOp{logits * 8, logits * 4});
-    d.add(0, 0, "loss_parallel.backward.mul", ElementwiseOp{logits * 4, logits * 4});
-    d.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
+    d.push_back({"loss_parallel.backward.zeros", ElementwiseOp{0, logits * 4}});
+    d.push_back({"loss_parallel.backward.exp", ElementwiseOp{logits * 4, logits * 4}});
+    d.push_back({"loss_parallel.backward.add", ElementwiseOp{logits * 8, logits * 4}});
+    d.push_back({"loss_parallel.backward.mul", ElementwiseOp{logits * 4, logits * 4}});
+    d.push_back({"cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e}});
   } else if (t.cross_entropy == CrossEntropy::compiled) {
     // One pass: (softmax - one_hot) x grad from the logits and the kept per-token values,
     // written in the logits' dtype.
-    d.add(0, 0, "cross_entropy.compiled.backward", ElementwiseOp{logits * e + 2 * 4.0 * x.tokens, logits * e});
+    d.push_back({"cross_entropy.compiled.backward", ElementwiseOp{logits * e + 2 * 4.0 * x.tokens, logits * e}});
   } else if (t.cross_entropy == CrossEntropy::aten) {
     // nll_loss's dense gradient, log_softmax's, the down-cast.
-    d.add(0, 0, "cross_entropy.nll_loss.backward", ElementwiseOp{8.0 * x.tokens, logits * 4});
-    d.add(0, 0, "cross_entropy.log_softmax.backward", ElementwiseOp{logits * 8, logits * 4});
-    d.add(0, 0, "cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e});
+    d.push_back({"cross_entropy.nll_loss.backward", ElementwiseOp{8.0 * x.tokens, logits * 4}});
+    d.push_back({"cross_entropy.log_softmax.backward", ElementwiseOp{logits * 8, logits * 4}});
+    d.push_back({"cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e}});
   } else {
-    d.add(0, 0, "cross_entropy.backward", ElementwiseOp{logits * e, logits * e});
+    d.push_back({"cross_entropy.backward", ElementwiseOp{logits * e, logits * e}});
   }
 }
-
-Tick makespan(const Dag& dag, const HardwareSpec& hw) { return analyze(dag, execute(dag, hw, false)).makespan; }
 
 }  // namespace
 
@@ -94,15 +94,15 @@ OutputLayerCosts simulate_output_layer(const TrainingStepSpec& t, const Hardware
   const std::int64_t chunk = tokens / chunks;
   const LossShape x{static_cast<double>(chunk), static_cast<double>(t.loss_vocab()), e};
   OutputLayerCosts c;
-  Dag fwd(1), bwd(1);
-  fwd.add(0, 0, "final_norm", ElementwiseOp{rows * h * e, rows * h * e});
+  Kernels fwd, bwd;
+  fwd.push_back({"final_norm", ElementwiseOp{rows * h * e, rows * h * e}});
   Tick loss_collectives = 0;
   if (chunks == 1) {
-    fwd.add(0, 0, "output", GemmOp{{tokens, v, h, dtype}});
+    fwd.push_back({"output", GemmOp{{tokens, v, h, dtype}}});
     loss_collectives = add_loss_forward(fwd, t, hw, x, tp_group);
     add_loss_backward(bwd, t, x);
-    bwd.add(0, 0, "output.backward_input", GemmOp{{tokens, h, v, dtype}});
-    bwd.add(0, 0, "output.backward_weight", GemmOp{{h, v, tokens, dtype}});
+    bwd.push_back({"output.backward_input", GemmOp{{tokens, h, v, dtype}}});
+    bwd.push_back({"output.backward_weight", GemmOp{{h, v, tokens, dtype}}});
     // Only a schedule that runs it apart needs it alone.
     if (t.splits_backward()) c.backward_weight = kernels_alone({{"output.backward_weight", GemmOp{{h, v, tokens, dtype}}}}, hw);
   } else {
@@ -117,23 +117,23 @@ OutputLayerCosts simulate_output_layer(const TrainingStepSpec& t, const Hardware
     // accumulate_unsharded_grad_if_needed); otherwise autograd adds into .grad.
     const bool fsdp_upcast = t.shard_ranks() > 1 && dtype_bytes(t.grad_reduce_dtype) != e;
     const double a = fsdp_upcast ? dtype_bytes(t.grad_reduce_dtype) : e;
-    fwd.add(0, 0, "chunked_loss.grad_buffer.zeros", ElementwiseOp{0, td * hd * 4});
+    fwd.push_back({"chunked_loss.grad_buffer.zeros", ElementwiseOp{0, td * hd * 4}});
     for (int i = 0; i < chunks; ++i) {
-      fwd.add(0, 0, "output", GemmOp{{chunk, v, h, dtype}});
+      fwd.push_back({"output", GemmOp{{chunk, v, h, dtype}}});
       loss_collectives += add_loss_forward(fwd, t, hw, x, tp_group);
       add_loss_backward(fwd, t, x);
-      fwd.add(0, 0, "output.backward_input", GemmOp{{chunk, h, v, dtype}});
-      fwd.add(0, 0, "output.backward_weight", GemmOp{{h, v, chunk, dtype}});
-      if (i == 0 && fsdp_upcast) fwd.add(0, 0, "output.weight_grad.to_reduce_dtype", ElementwiseOp{vd * hd * e, vd * hd * a});
-      if (i > 0) fwd.add(0, 0, "output.weight_grad.accumulate", ElementwiseOp{vd * hd * (e + a), vd * hd * a});
-      fwd.add(0, 0, "chunked_loss.grad.float", ElementwiseOp{cd * hd * e, cd * hd * 4});
-      fwd.add(0, 0, "chunked_loss.grad_buffer.copy", ElementwiseOp{cd * hd * 4, cd * hd * 4});
+      fwd.push_back({"output.backward_input", GemmOp{{chunk, h, v, dtype}}});
+      fwd.push_back({"output.backward_weight", GemmOp{{h, v, chunk, dtype}}});
+      if (i == 0 && fsdp_upcast) fwd.push_back({"output.weight_grad.to_reduce_dtype", ElementwiseOp{vd * hd * e, vd * hd * a}});
+      if (i > 0) fwd.push_back({"output.weight_grad.accumulate", ElementwiseOp{vd * hd * (e + a), vd * hd * a}});
+      fwd.push_back({"chunked_loss.grad.float", ElementwiseOp{cd * hd * e, cd * hd * 4}});
+      fwd.push_back({"chunked_loss.grad_buffer.copy", ElementwiseOp{cd * hd * 4, cd * hd * 4}});
     }
-    fwd.add(0, 0, "chunked_loss.grad.to_dtype", ElementwiseOp{td * hd * 4, td * hd * e});
+    fwd.push_back({"chunked_loss.grad.to_dtype", ElementwiseOp{td * hd * 4, td * hd * e}});
   }
-  bwd.add(0, 0, "final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e});
-  c.forward = makespan(fwd, hw) + gather + loss_collectives;
-  c.backward = makespan(bwd, hw) + scatter;
+  bwd.push_back({"final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e}});
+  c.forward = kernels_alone(fwd, hw) + gather + loss_collectives;
+  c.backward = kernels_alone(bwd, hw) + scatter;
   c.backward_weight = std::min(c.backward_weight, c.backward);
   // Each ring member sends (tp - 1) / tp of the buffer to its successor, which is in the next
   // node for one member per node the group spans.
