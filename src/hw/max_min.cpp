@@ -6,15 +6,15 @@
 
 namespace tpsim {
 
-std::vector<double> max_min_rates(const std::vector<std::vector<int>>& paths, std::vector<double> capacity,
-                                  const std::vector<double>& cap, const std::vector<double>& weight) {
-  if (cap.size() != paths.size() || (!weight.empty() && weight.size() != paths.size()))
-    throw std::logic_error("max_min_rates: one cap (and weight) per flow");
-  const auto w = [&](std::size_t i) { return weight.empty() ? 1.0 : weight[i]; };
+namespace {
+// Progressive filling; use(i, j): what a payload byte of flow i takes of its j-th resource.
+template <typename Use>
+std::vector<double> fill(const std::vector<std::vector<int>>& paths, std::vector<double> capacity, const std::vector<double>& cap,
+                         const Use& use) {
   std::vector<double>& cap_left = capacity;
-  std::vector<double> users(cap_left.size(), 0.0);  // flows still rising, weighted
+  std::vector<double> users(cap_left.size(), 0.0);  // what the flows still rising take, per unit of rate
   for (std::size_t i = 0; i < paths.size(); ++i)
-    for (int r : paths[i]) users.at(static_cast<std::size_t>(r)) += w(i);
+    for (std::size_t j = 0; j < paths[i].size(); ++j) users.at(static_cast<std::size_t>(paths[i][j])) += use(i, j);
   std::vector<double> rate(paths.size(), 0.0);
   std::vector<std::size_t> open(paths.size());
   for (std::size_t i = 0; i < paths.size(); ++i) open[i] = i;
@@ -37,16 +37,35 @@ std::vector<double> max_min_rates(const std::vector<std::vector<int>>& paths, st
         continue;
       }
       rate[i] = level;
-      for (int r : paths[i]) {
-        const auto k = static_cast<std::size_t>(r);
-        cap_left[k] -= level * w(i);
-        users[k] -= w(i);
+      for (std::size_t j = 0; j < paths[i].size(); ++j) {
+        const auto k = static_cast<std::size_t>(paths[i][j]);
+        cap_left[k] -= level * use(i, j);
+        users[k] -= use(i, j);
         if (users[k] < 1e-9) users[k] = 0;  // every flow on it has its rate
       }
     }
     open.swap(still_open);
   }
   return rate;
+}
+}  // namespace
+
+std::vector<double> max_min_rates(const std::vector<std::vector<int>>& paths, std::vector<double> capacity,
+                                  const std::vector<double>& cap, const std::vector<double>& weight) {
+  if (cap.size() != paths.size() || (!weight.empty() && weight.size() != paths.size()))
+    throw std::logic_error("max_min_rates: one cap (and weight) per flow");
+  return fill(paths, std::move(capacity), cap,
+              [&](std::size_t i, std::size_t) { return weight.empty() ? 1.0 : weight[i]; });
+}
+
+std::vector<double> max_min_rates_on_wire(const std::vector<std::vector<int>>& paths, std::vector<double> capacity,
+                                          const std::vector<double>& cap, const std::vector<double>& wire,
+                                          const std::vector<char>& on_wire) {
+  if (cap.size() != paths.size() || wire.size() != paths.size() || on_wire.size() != capacity.size())
+    throw std::logic_error("max_min_rates_on_wire: one cap and wire factor per flow, one flag per resource");
+  return fill(paths, std::move(capacity), cap, [&](std::size_t i, std::size_t j) {
+    return on_wire[static_cast<std::size_t>(paths[i][j])] ? wire[i] : 1.0;
+  });
 }
 
 }  // namespace tpsim

@@ -21,6 +21,7 @@ Topology::Topology(const FabricSpec& spec, int gpus, double hbm_bytes_per_ps)
 // Appended after the links, so a route's first resource stays its first hop.
 void Topology::add_hbm(double bytes_per_ps) {
   std::vector<int> hbm;
+  first_memory_ = resources();
   for (int g = 0; g < gpus_; ++g) hbm.push_back(add(fmt::format("GPU {} HBM", g), bytes_per_ps));
   for (int s = 0; s < gpus_; ++s)
     for (int d = 0; d < gpus_; ++d)

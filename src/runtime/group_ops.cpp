@@ -17,7 +17,7 @@ void Machine::move_all(std::vector<std::pair<std::pair<int, int>, double>> trans
   };
   for (const auto& [route, bytes] : transfers) {
     const auto [src, dst] = route;
-    fabric_.start(src, dst, bytes, efficiency * fabric_.topology().route_capacity(src, dst), finish_one);
+    fabric_.start(src, dst, bytes, 0, finish_one, efficiency);
   }
 }
 
@@ -63,8 +63,8 @@ void Machine::run_ring(const std::vector<OpId>& members, const CollectivePlan& p
 // NVLS inside one NVSwitch: the switch reads every rank's slices to reduce them and
 // multicasts each reduced slice to all, so each port carries (n+1)/n of the buffer
 // each way. Fabric flows are point to point; spreading each port's bytes evenly over
-// the other ranks loads every port in and out by exactly that much, and the payload
-// cap, a port's, is split over its n-1 flows the same way.
+// the other ranks loads every port in and out by exactly that much (the efficiency is
+// on the wire, so a port's n-1 flows carry what one would).
 void Machine::run_nvls(const std::vector<OpId>& members, const CollectivePlan& plan) {
   sim_.schedule_after(plan.latency, [this, members, plan] {
     std::vector<std::pair<std::pair<int, int>, double>> transfers;
@@ -74,7 +74,7 @@ void Machine::run_nvls(const std::vector<OpId>& members, const CollectivePlan& p
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < n; ++j)
         if (i != j) transfers.push_back({{dag_.op(members[i]).rank, dag_.op(members[j]).rank}, plan.bytes_per_rank / peers});
-    move_all(std::move(transfers), plan.efficiency / peers, [this, members] { release_all(members); });
+    move_all(std::move(transfers), plan.efficiency, [this, members] { release_all(members); });
   });
 }
 
@@ -102,7 +102,7 @@ void Machine::run_nvls_tree(const std::vector<OpId>& members, const CollectivePl
     auto done = [this, members, left] {
       if (--*left == 0) release_all(members);
     };
-    move_all(std::move(inside), plan.efficiency / peers, done);
+    move_all(std::move(inside), plan.efficiency, done);
     move_all(std::move(across), plan.nic_efficiency, done);
   });
 }

@@ -393,6 +393,12 @@ TEST_CASE("An all-to-all row is grouped send/recv: every rank sends 1/n of its b
     return predict_us(parse(fmt::format(R"([{{"kind": "all_to_all", "gpus": 8, "bytes": {}, "time_us": 1}}])", bytes)).front(), test::h100());
   };
   CHECK(us(2147483648.0) / us(1073741824.0) == Approx(2).epsilon(0.05));
+  // Each rank sends 7/8 of its buffer either way: to seven peers at once it is no faster than
+  // to its ring successor, the protocol's overhead being on the port's wire in both.
+  const double ring = predict_us(
+      parse(R"([{"kind": "all_gather", "gpus": 8, "bytes": 2147483648, "time_us": 1}])").front(), test::h100());
+  CHECK(us(2147483648.0) > 0.97 * ring);
+  CHECK(us(2147483648.0) < 1.03 * ring);
 }
 
 TEST_CASE("An attention row is one flash-attention kernel: FLOPs as FlashAttention counts them, a quadratic in the sequence", "[measurement]") {

@@ -1,5 +1,8 @@
 #include "support/catch.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "tpsim/hw/fabric.hpp"
 
 using namespace tpsim;
@@ -87,4 +90,43 @@ TEST_CASE("Re-timing touches only transfers that share a link with the one that 
   sim.schedule_at(2, [&] { CHECK(f.rates_solved() == 6); });          // only those two re-solved
   sim.run();
   CHECK(f.bytes_delivered() == f.bytes_started());
+}
+
+TEST_CASE("A protocol's overhead is on the wire: a port's flows carry together what one carries alone", "[hw][fabric]") {
+  // Payload 0.8 of the bytes on the link: one flow of 7 MB, or seven of 1 MB to seven peers
+  // (an all-to-all's sends), leave the port at the same payload rate, 0.8 of it.
+  const double share = 0.8;
+  Tick alone = -1;
+  {
+    Simulator sim;
+    Fabric f(sim, nvswitch(8));
+    f.start(0, 1, 7e6, 0, [&] { alone = sim.now(); }, share);
+    sim.run();
+  }
+  CHECK(alone == duration_for(7e6, kPort * share));
+  Simulator sim;
+  Fabric f(sim, nvswitch(8));
+  Tick last = -1;
+  for (int peer = 1; peer < 8; ++peer) f.start(0, peer, 1e6, 0, [&] { last = std::max(last, sim.now()); }, share);
+  sim.run();
+  CHECK(to_us(last) == Approx(to_us(alone)).epsilon(1e-6));
+  CHECK(f.egress_bytes(0) == Approx(7e6).epsilon(1e-9));  // the counters count payload
+  // A rate cap (a copy engine) is not overhead: seven capped flows fill the port.
+  Simulator sim2;
+  Fabric g(sim2, nvswitch(8));
+  Tick capped = -1;
+  for (int peer = 1; peer < 8; ++peer) g.start(0, peer, 1e6, kPort * share, [&] { capped = std::max(capped, sim2.now()); });
+  sim2.run();
+  CHECK(to_us(capped) == Approx(to_us(duration_for(7e6, kPort))).epsilon(1e-6));
+  CHECK_THROWS_AS(g.start(0, 1, 1e6, 0, [] {}, 0.0), std::logic_error);
+  // The HBM at either end sees the payload only: a slower HBM binds at its own rate.
+  FabricSpec spec;
+  spec.topology = "switch";
+  spec.nvlink = {kPort, 0};
+  Simulator sim3;
+  Fabric h(sim3, Topology(spec, 2, kPort / 4));
+  Tick through_hbm = -1;
+  h.start(0, 1, 1e6, 0, [&] { through_hbm = sim3.now(); }, 0.5);
+  sim3.run();
+  CHECK(through_hbm == duration_for(1e6, kPort / 4));
 }

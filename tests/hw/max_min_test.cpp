@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <random>
+#include <stdexcept>
 
 #include "tpsim/hw/max_min.hpp"
 
@@ -34,6 +35,25 @@ TEST_CASE("max-min: a bundle of k flows is k separate flows", "[hw][max_min]") {
   CHECK(bundled[0] == Approx(separate[0]));
   CHECK(bundled[1] == Approx(separate[3]));
   CHECK(bundled[2] == Approx(separate[4]));
+}
+
+TEST_CASE("max-min on the wire: a byte that takes twice a link's capacity gets half the rate there, its memory sees one",
+          "[hw][max_min]") {
+  // Link 0 (capacity 10): flow a puts 2 bytes on it per payload byte (protocol overhead), b 1.
+  // Equal payload rates r: 2r + r = 10.
+  const std::vector<char> link{1}, link_then_memory{1, 0};
+  const auto r = max_min_rates_on_wire({{0}, {0}}, {10.0}, {kNone, kNone}, {2.0, 1.0}, link);
+  CHECK(r[0] == Approx(10.0 / 3));
+  CHECK(r[1] == Approx(10.0 / 3));
+  CHECK(2 * r[0] + r[1] == Approx(10.0));  // the link is exactly full, never over
+  // Alone, the wire holds it to half the link; a memory of 4 after it binds first, at the payload rate.
+  CHECK(max_min_rates_on_wire({{0}}, {10.0}, {kNone}, {2.0}, link)[0] == Approx(5.0));
+  CHECK(max_min_rates_on_wire({{0, 1}}, {10.0, 4.0}, {kNone}, {2.0}, link_then_memory)[0] == Approx(4.0));
+  // Wire factors of one are plain max-min.
+  const auto plain = max_min_rates({{0}, {0, 1}, {1}}, {1.0, 10.0}, {kNone, kNone, kNone});
+  const auto ones = max_min_rates_on_wire({{0}, {0, 1}, {1}}, {1.0, 10.0}, {kNone, kNone, kNone}, {1.0, 1.0, 1.0}, {1, 1});
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(ones[i] == Approx(plain[i]));
+  CHECK_THROWS_AS(max_min_rates_on_wire({{0, 1}}, {1.0, 1.0}, {kNone}, {1.0}, link), std::logic_error);
 }
 
 TEST_CASE("max-min never gives a link more than its capacity, and every flow is held by a full link", "[hw][max_min]") {

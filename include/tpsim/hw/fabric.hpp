@@ -1,7 +1,10 @@
 #pragma once
 // Transfers between GPUs over a Topology. Concurrent transfers share every
 // resource on their routes max-min fairly (progressive filling), each also capped
-// by its own rate (a copy engine, a protocol). Whenever a transfer starts or ends,
+// by its own rate (a copy engine). A protocol's overhead is on the wire: a transfer
+// whose payload is a fraction p of what it puts on a link takes 1/p of a link's
+// capacity per payload byte (and its HBM only the payload), so several transfers out
+// of one port carry no more payload together than one alone. Whenever a transfer starts or ends,
 // rates are recomputed and the transfers whose rate changed are re-timed. Bytes
 // are conserved: what a GPU's egress integrates to equals what it sent.
 #include <cstdint>
@@ -20,7 +23,9 @@ class Fabric {
   Fabric(Simulator& sim, Topology topology);
 
   // After the route's latency, moves `bytes` from src to dst; then calls on_done.
-  FlowId start(int src, int dst, double bytes, double rate_cap_bytes_per_ps, std::function<void()> on_done);
+  // `payload_share` (0, 1]: the payload's share of the bytes it puts on each link.
+  FlowId start(int src, int dst, double bytes, double rate_cap_bytes_per_ps, std::function<void()> on_done,
+               double payload_share = 1.0);
 
   const Topology& topology() const { return topo_; }
   int gpus() const { return topo_.gpus(); }
@@ -41,6 +46,7 @@ class Fabric {
   struct Flow {
     int src = 0, dst = 0;
     double total = 0, remaining = 0, rate = 0, cap = 0;
+    double wire = 1;  // link bytes per payload byte
     Tick since = 0;  // remaining is as of this time
     std::uint64_t seen = 0;  // last component search that reached it
     EventHandle done_event;
@@ -48,6 +54,8 @@ class Fabric {
   };
 
   const std::vector<int>& path(FlowId id) const;
+  // What one payload byte of the flow takes of resource r on its path.
+  double use(const Flow& f, int r) const { return topo_.is_memory(r) ? 1.0 : f.wire; }
   void settle(Flow& f);
   void activate(FlowId id);
   std::vector<FlowId> component(const std::vector<int>& seeds);

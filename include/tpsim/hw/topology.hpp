@@ -32,6 +32,9 @@ class Topology {
   int resources() const { return static_cast<int>(capacity_.size()); }
   double capacity(int resource) const { return capacity_[static_cast<std::size_t>(resource)]; }
   const std::string& name(int resource) const { return names_[static_cast<std::size_t>(resource)]; }
+  // A GPU's HBM rather than a link: it sees a transfer's payload only, never the
+  // protocol's overhead on the wire.
+  bool is_memory(int resource) const { return first_memory_ >= 0 && resource >= first_memory_; }
   const Route& route(int src, int dst) const { return routes_[static_cast<std::size_t>(src * gpus_ + dst)]; }
   // The narrowest resource on the route: what one transfer alone can reach.
   double route_capacity(int src, int dst) const;
@@ -51,6 +54,7 @@ class Topology {
 
   int gpus_;
   int per_node_;
+  int first_memory_ = -1;  // HBM resources come after every link
   std::vector<double> capacity_;
   std::vector<std::string> names_;
   std::vector<Route> routes_;
