@@ -124,6 +124,22 @@ NcclProtocol parse_protocol(const std::string& name, const ObjectReader& r) {
   return p;
 }
 
+// NCCL's send/recv channel space and chunks; both counts are powers of 2 (NCCL rounds them).
+P2pSpec parse_p2p(const ObjectReader& r) {
+  const Quantities q(r);
+  P2pSpec p;
+  p.channels = q.count("channels", 64);
+  p.channels_per_peer = q.count("channels_per_peer", 64);
+  p.channels_per_net_peer = q.count("channels_per_net_peer", 64);
+  for (const auto& [key, value] : {std::pair{"channels", p.channels}, std::pair{"channels_per_peer", p.channels_per_peer}})
+    if ((value & (value - 1)) != 0) fail_at(r.child_path(key) + ".value", fmt::format("must be a power of 2 (NCCL rounds it up), got {}", value));
+  if (p.channels_per_peer > p.channels) fail_at(r.child_path("channels_per_peer"), "cannot exceed nccl.p2p.channels");
+  p.chunk_bytes = q.bytes("chunk_size");
+  p.net_chunk_bytes = q.bytes("net_chunk_size");
+  p.ll_threshold_bytes = q.bytes("ll_threshold");
+  return p;
+}
+
 NvlsSpec parse_nvls(const ObjectReader& r, const FabricSpec& fabric) {
   const Quantities q(r);
   NvlsSpec n;
@@ -289,11 +305,10 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   hw.fabric = parse_fabric(root.object("fabric", {"topology", "nvlink", "pcie", "nic", "gpus_per_node"}));
 
-  const ObjectReader nccl = root.object("nccl", {"max_channels", "p2p_channels", "ring_startup", "registers_per_thread", "shared_memory", "protocols", "nvls",
+  const ObjectReader nccl = root.object("nccl", {"max_channels", "p2p", "ring_startup", "registers_per_thread", "shared_memory", "protocols", "nvls",
                                                 "channel_copy_bandwidth", "channel_reduce_bandwidth"});
   const Quantities nq(nccl);
   hw.nccl.max_channels = nq.count("max_channels", 1024);
-  hw.nccl.p2p_channels = nq.count("p2p_channels", 1024);
   hw.nccl.ring_startup = nq.time("ring_startup");
   hw.nccl.registers_per_thread = nq.count("registers_per_thread");
   hw.nccl.shared_bytes = nq.bytes("shared_memory");
@@ -302,6 +317,10 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (protos.has(name))
       hw.nccl.protocols.push_back(parse_protocol(name, protos.object(name, {"base_latency", "step_latency", "bandwidth_efficiency", "threads_per_block", "channel_threshold"})));
   if (hw.nccl.protocols.empty()) fail_at(protos.path(), "needs at least one protocol");
+  hw.nccl.p2p = parse_p2p(nccl.object("p2p", {"channels", "channels_per_peer", "channels_per_net_peer", "chunk_size", "net_chunk_size",
+                                              "ll_threshold"}));
+  if (!protos.has("LL") || !protos.has("Simple"))
+    fail_at(protos.path(), "needs \"LL\" and \"Simple\": NCCL's send/recv runs one or the other (nccl.p2p.ll_threshold)");
   // A ring channel's copy and reduce rates come together or not at all.
   if (nccl.has("channel_copy_bandwidth") != nccl.has("channel_reduce_bandwidth"))
     fail_at(nccl.path(), "needs both \"channel_copy_bandwidth\" and \"channel_reduce_bandwidth\" or neither");

@@ -109,24 +109,26 @@ void Machine::barrier_kernel(OpId /*id*/, const BarrierOp& b, KernelRequest& req
   };
 }
 
-// Point-to-point messages are one hop: NCCL's estimate for a two-rank ring.
-const NcclProtocol& Machine::p2p_protocol(double bytes, int group) const {
-  const NcclProtocol* best = &hw_.nccl.protocols.front();
-  Tick best_t = kTickMax;
-  for (const auto& p : hw_.nccl.protocols) {
-    const Tick t = ring_estimate(p, CollectiveKind::all_gather, 2 * bytes, 2, ring_capacity_of(group));
-    if (t < best_t) best_t = t, best = &p;
-  }
-  return *best;
+// The op's rounds as NCCL numbers them (each send's peer, so many ranks ahead in the
+// group; the receives mirror the sends in every pattern built here), on the group's nodes.
+P2pPlan Machine::p2p_plan_of(OpId id, const SendRecvOp& s) const {
+  const ProcessGroup& pg = dag_.process_group_of(s.group);
+  const int n = pg.size();
+  const int me = pg.index_of(dag_.op(id).rank);
+  const Topology& topo = fabric_.topology();
+  int per_node = 0;
+  for (int r : pg.ranks) per_node += topo.node_of(r) == topo.node_of(pg.rank(0)) ? 1 : 0;
+  std::vector<P2pRound> rounds;
+  for (const Transfer& t : s.sends) rounds.push_back({((pg.index_of(t.peer) - me) % n + n) % n, t.bytes});
+  return plan_p2p(rounds, {n, per_node}, hw_.nccl);
 }
 
 void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) {
-  double largest = 0;
-  for (const auto& t : s.sends) largest = std::max(largest, t.bytes);
-  const NcclProtocol& proto = p2p_protocol(largest, s.group);
-  if (tl_.detailed) tl_.details[id] = fmt::format("send/recv {}, {} channels", proto.name, hw_.nccl.p2p_channels);
+  const P2pPlan plan = p2p_plan_of(id, s);
+  const NcclProtocol& proto = *plan.protocol;
+  if (tl_.detailed) tl_.details[id] = fmt::format("send/recv {}, {} channels", proto.name, plan.blocks);
   req.block = nccl_block(proto.threads);
-  req.blocks = std::min(hw_.nccl.p2p_channels, hw_.sm.count);
+  req.blocks = std::min(plan.blocks, hw_.sm.count);
   req.held = true;
   req.on_resident = [this, group = s.group, &proto] {
     rendezvous_.arrive(group, [this, &proto](const std::vector<OpId>& members) { run_sendrecv(members, proto); });

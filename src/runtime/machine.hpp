@@ -9,6 +9,7 @@
 #include "tpsim/core/simulator.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
+#include "tpsim/cost/p2p_plan.hpp"
 #include "tpsim/dag/dag.hpp"
 #include "tpsim/hw/block_scheduler.hpp"
 #include "tpsim/hw/copy_engines.hpp"
@@ -65,7 +66,7 @@ class Machine {
   void fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req);
   void attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req);
   BlockResources nccl_block(int threads) const;
-  const NcclProtocol& p2p_protocol(double bytes, int group) const;
+  P2pPlan p2p_plan_of(OpId id, const SendRecvOp& s) const;
   double ring_link_capacity(const ProcessGroup& pg) const;
   bool in_one_node(const ProcessGroup& pg) const;
   NodeSpread node_spread(const ProcessGroup& pg) const;
@@ -79,7 +80,6 @@ class Machine {
     double nic_capacity = 0;
   };
   const GroupFabric& fabric_of(int group) const { return group_fabric_[static_cast<std::size_t>(dag_.process_group_id_of(group))]; }
-  double ring_capacity_of(int group) const { return fabric_of(group).ring_capacity; }
 
   // group_ops.cpp
   void run_collective(const std::vector<OpId>& members, const CollectivePlan& plan);

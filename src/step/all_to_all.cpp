@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "tpsim/cost/p2p_plan.hpp"
 #include "tpsim/hw/max_min.hpp"
 
 namespace tpsim {
@@ -162,8 +163,7 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
         sent += traffic.bytes(i, j) * (traffic.node_forwarding && i / per_node != j / per_node ? traffic.network_fraction : 1.0);
     busiest_send = std::max(busiest_send, sent);
   }
-  best.time = kTickMax;
-  for (const NcclProtocol& p : hw.nccl.protocols) {
+  const auto priced = [&](const NcclProtocol& p) {
     Tick lat = p.base_latency + p.step_latency;  // one hop to every peer at once
     if (across) {
       const NetLatency* net = hw.cluster.latency_for(p.name);
@@ -172,10 +172,20 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
     }
     const double ps = std::ceil(links_ps / p.bandwidth_efficiency);
     if (!(ps < static_cast<double>(kTickMax - lat))) throw std::overflow_error("all-to-all time past the tick range");
-    const Tick t = lat + static_cast<Tick>(ps);
-    if (t < best.time)
-      best = {t, traffic.node_forwarding ? "deepep" : "p2p", p.name, traffic.node_forwarding ? kDeepEpSms : hw.nccl.p2p_channels, best.tier,
-              busiest_send};
+    return lat + static_cast<Tick>(ps);
+  };
+  if (!traffic.node_forwarding) {
+    // NCCL's grouped send/recv: the protocol and channels its planning gives member 0's
+    // message to each peer (one round per peer distance).
+    std::vector<P2pRound> rounds;
+    for (int d = 1; d < g.ranks; ++d) rounds.push_back({d, traffic.bytes(0, d)});
+    const P2pPlan plan = plan_p2p(rounds, {g.ranks, per_node}, hw.nccl);
+    return {priced(*plan.protocol), "p2p", plan.protocol->name, plan.blocks, best.tier, busiest_send};
+  }
+  best.time = kTickMax;
+  for (const NcclProtocol& p : hw.nccl.protocols) {
+    const Tick t = priced(p);
+    if (t < best.time) best = {t, "deepep", p.name, kDeepEpSms, best.tier, busiest_send};
   }
   return best;
 }

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "tpsim/cost/nccl_cost.hpp"
+#include "tpsim/cost/p2p_plan.hpp"
 
 namespace tpsim {
 
@@ -40,20 +41,21 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
   const double members_per_leaf = static_cast<double>(g.ranks) / g.leaves;
   const double uplink_share = g.leaves > 1 ? std::min(1.0, members_per_leaf / hw.cluster.oversubscription) : 1.0;
   const double nic = across ? hw.cluster.nic.bytes_per_ps * uplink_share : 0;
+  if (op == GroupOp::send_recv) {
+    // One GPU to its neighbour (and from the one behind): its own NVLink port or its own NIC,
+    // in the protocol and on the channels NCCL's send/recv planning gives the message.
+    const P2pPlan plan = plan_p2p({{1, buffer_bytes}}, {g.ranks, std::min(g.per_node, g.ranks)}, hw.nccl);
+    const NcclProtocol& p = *plan.protocol;
+    const double link = across ? hw.cluster.nic.bytes_per_ps : nvlink;
+    const Tick lat = p.base_latency + (across ? hw.cluster.nic.latency : hw.fabric.nvlink.latency);
+    return {lat + duration_for(buffer_bytes, link * p.bandwidth_efficiency), "p2p", p.name, plan.blocks, best.tier, buffer_bytes};
+  }
   best.time = kTickMax;
   // NCCL picks by its own estimate (links only); a ring it picks then takes no less than
   // its blocks need to process the buffer (ring_processing_time).
   Tick ring_floor = 0;
   for (const NcclProtocol& p : hw.nccl.protocols) {
     const NetLatency* net = across ? hw.cluster.latency_for(p.name) : nullptr;
-    if (op == GroupOp::send_recv) {
-      // One GPU to its neighbour: its own NVLink port or its own NIC.
-      const double link = across ? hw.cluster.nic.bytes_per_ps : nvlink;
-      const Tick lat = p.base_latency + (across ? hw.cluster.nic.latency : hw.fabric.nvlink.latency);
-      const Tick t = lat + duration_for(buffer_bytes, link * p.bandwidth_efficiency);
-      if (t < best.time) best = {t, "p2p", p.name, hw.nccl.p2p_channels, best.tier, buffer_bytes};
-      continue;
-    }
     const int n = g.ranks;
     const bool all_reduce = op == GroupOp::all_reduce;
     const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather

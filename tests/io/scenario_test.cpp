@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -107,6 +108,19 @@ TEST_CASE("Bad hardware files name the JSON path of the problem", "[io][hardware
   broken = hw;
   broken["nccl"]["nvls"].erase("min_ranks");
   CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.nccl.nvls: missing required key \"min_ranks\""));
+  // NCCL's send/recv planning: channel counts NCCL rounds to powers of 2, the protocols it
+  // runs, and the key these files had before nccl.p2p.
+  const std::vector<std::pair<std::function<void(Json&)>, std::string>> p2p_errors = {
+      {[](Json& n) { n["p2p"]["channels"]["value"] = 24; }, "$.nccl.p2p.channels.value: must be a power of 2"},
+      {[](Json& n) { n["p2p"]["channels_per_peer"]["value"] = 64; }, "$.nccl.p2p.channels_per_peer: cannot exceed nccl.p2p.channels"},
+      {[](Json& n) { n["protocols"].erase("LL"); }, "$.nccl.protocols: needs \"LL\" and \"Simple\""},
+      {[](Json& n) { n["p2p_channels"] = n["p2p"]["channels"]; }, "$.nccl: unknown key \"p2p_channels\""},
+  };
+  for (const auto& [mutate, message] : p2p_errors) {
+    broken = hw;
+    mutate(broken["nccl"]);
+    CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains(message));
+  }
 }
 
 TEST_CASE("The same scenario gives byte-identical JSON and trace", "[io][determinism]") {

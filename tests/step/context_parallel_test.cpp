@@ -88,8 +88,11 @@ TEST_CASE("context parallelism inside a node beats the same mesh with cp across 
     const StepResult across = run_training_step(parse(cp_step(4, 2, 2, method, R"(["tp", "fsdp", "cp"])")));
     INFO(method);
     CHECK(inside.runs[0].exposed_comm.at("cp") < across.runs[0].exposed_comm.at("cp"));
-    CHECK(inside.runs[0].costs.forward < across.runs[0].costs.forward);
     CHECK(inside.runs[0].costs.backward < across.runs[0].costs.backward);
+    // Where the forward's K/V transfers hide behind attention either way, what is left is the
+    // SMs their kernels hold: NCCL gives a peer in the node up to 32 channels and one across
+    // nodes 2, so the forward inside may lose a sliver (under 0.1%), never more.
+    CHECK(static_cast<double>(inside.runs[0].costs.forward) < 1.001 * static_cast<double>(across.runs[0].costs.forward));
   }
 }
 

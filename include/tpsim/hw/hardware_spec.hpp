@@ -123,9 +123,20 @@ struct NvlsSpec {
   bool present() const { return channels > 0; }
 };
 
+// NCCL's send/recv planning (src/graph/paths.cc, src/init.cc, src/enqueue.cc of 2.20-2.21);
+// cost/p2p_plan turns it into a message's protocol and its kernel's blocks.
+struct P2pSpec {
+  int channels = 0;               // p2pnChannels: the channel space (a power of 2)
+  int channels_per_peer = 0;      // p2pnChannelsPerPeer inside a node (a power of 2)
+  int channels_per_net_peer = 0;  // per network peer, before NCCL halves it for large communicators
+  double chunk_bytes = 0;         // p2pChunkSize inside a node
+  double net_chunk_bytes = 0;     // p2pChunkSize when the communicator spans nodes
+  double ll_threshold_bytes = 0;  // LL at or below, Simple above (send/recv never runs LL128)
+};
+
 struct NcclSpec {
   int max_channels = 0;
-  int p2p_channels = 0;   // blocks a grouped send/recv kernel holds
+  P2pSpec p2p;
   Tick ring_startup = 0;  // from every rank resident to the first byte moving
   int registers_per_thread = 0;
   int shared_bytes = 0;

@@ -1,0 +1,43 @@
+#pragma once
+// NCCL's grouped send/recv as its host code plans it (NCCL 2.20-2.21: src/enqueue.cc
+// scheduleP2pTasksToPlan, calcP2pChunkSize, addP2pToPlan; src/include/channel.h): which
+// protocol a message takes and how many channel blocks the kernel launches, each block an
+// SM held for the kernel's life.
+//
+// A send to the peer d ranks ahead and the receive from the peer d ranks behind share a
+// round and start on the same channel (mirrored bits of the round in the p2p channel space);
+// a message is cut into parts of one chunk each (at least the minimum channels a round may
+// use, more while a chunk would exceed the largest), part k on the round's channel + k.
+// The kernel's grid is the channels any part landed on.
+#include <vector>
+
+#include "tpsim/hw/hardware_spec.hpp"
+
+namespace tpsim {
+
+// One round of a rank's grouped send/recv: the peer `distance` ranks ahead in the group
+// (1 .. ranks-1), whose message (and the one received from `distance` behind) is `bytes`.
+struct P2pRound {
+  int distance = 1;
+  double bytes = 0;
+};
+
+// Where the group sits: `ranks` GPUs, `per_node` of them in each node (all in one when
+// `per_node` >= ranks).
+struct P2pGroup {
+  int ranks = 2;
+  int per_node = 2;
+  bool crosses_nodes() const { return per_node < ranks; }
+};
+
+struct P2pPlan {
+  const NcclProtocol* protocol = nullptr;  // LL up to the threshold, Simple above: never LL128
+  int blocks = 0;                          // channels with a part: the kernel's grid
+};
+
+// Channels one message of `bytes` is cut into (calcP2pChunkSize's parts).
+int p2p_parts(double bytes, const P2pGroup& group, const NcclSpec& nccl);
+
+P2pPlan plan_p2p(const std::vector<P2pRound>& rounds, const P2pGroup& group, const NcclSpec& nccl);
+
+}  // namespace tpsim
