@@ -127,7 +127,7 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
   const P2pPlan plan = p2p_plan_of(id, s);
   const NcclProtocol& proto = *plan.protocol;
   if (tl_.detailed) tl_.details[id] = fmt::format("send/recv {}, {} channels", proto.name, plan.blocks);
-  req.block = nccl_block(proto.threads);
+  req.block = nccl_block(hw_.nccl.p2p.threads);
   req.blocks = std::min(plan.blocks, hw_.sm.count);
   req.held = true;
   req.on_resident = [this, group = s.group, &proto] {

@@ -132,6 +132,7 @@ struct P2pSpec {
   double chunk_bytes = 0;         // p2pChunkSize inside a node
   double net_chunk_bytes = 0;     // p2pChunkSize when the communicator spans nodes
   double ll_threshold_bytes = 0;  // LL at or below, Simple above (send/recv never runs LL128)
+  int threads = 0;                // per block, whatever the protocol
 };
 
 struct NcclSpec {
