@@ -67,16 +67,23 @@ P2pPlan plan_p2p(const std::vector<P2pRound>& rounds, const P2pGroup& g, const N
   const int per_node = std::min(g.per_node, g.ranks);
   const int nodes = (g.ranks + per_node - 1) / per_node;
   const int per_peer = channels_per_peer(g, p);
+  // Channel base of a message from `from` to `to` (ncclChannelComputeBase, as both ends
+  // compute it): the in-node step from the sender's local index to the receiver's, and the
+  // node distance.
+  const auto base_of = [&](int from, int to) {
+    const int step = ((to % per_node) - (from % per_node) + per_node) % per_node;
+    const int delta = ((to / per_node) - (from / per_node) + nodes) % nodes;
+    return nodes > 1 ? delta + step / kP2pGroupSize : step;
+  };
+  const int me = ((g.rank % g.ranks) + g.ranks) % g.ranks;
   for (const P2pRound& r : rounds) {
     largest = std::max(largest, r.bytes);
-    // Channel base of the round (ncclChannelComputeBase), seen from the group's first rank.
-    const int peer = r.distance % g.ranks;
-    const int step = (per_node + peer % per_node) % per_node;
-    const int delta = (nodes + peer / per_node) % nodes;
-    const int base = nodes > 1 ? delta + step / kP2pGroupSize : step;
-    const int first = mirror_bits(base % p.channels, p.channels);
+    const int ahead = (me + r.distance) % g.ranks, behind = ((me - r.distance) % g.ranks + g.ranks) % g.ranks;
     const int parts = std::min(p2p_parts(r.bytes, g, nccl), per_peer);  // part k on channel base + k % per peer
-    for (int k = 0; k < parts; ++k) used.insert((first + k) % p.channels);
+    for (const int base : {base_of(me, ahead), base_of(behind, me)}) {  // the send, the receive
+      const int first = mirror_bits(base % p.channels, p.channels);
+      for (int k = 0; k < parts; ++k) used.insert((first + k) % p.channels);
+    }
   }
   plan.blocks = static_cast<int>(used.size());
   plan.protocol = &protocol_named(nccl, largest <= p.ll_threshold_bytes ? "LL" : "Simple");

@@ -120,7 +120,7 @@ P2pPlan Machine::p2p_plan_of(OpId id, const SendRecvOp& s) const {
   for (int r : pg.ranks) per_node += topo.node_of(r) == topo.node_of(pg.rank(0)) ? 1 : 0;
   std::vector<P2pRound> rounds;
   for (const Transfer& t : s.sends) rounds.push_back({((pg.index_of(t.peer) - me) % n + n) % n, t.bytes});
-  return plan_p2p(rounds, {n, per_node}, hw_.nccl);
+  return plan_p2p(rounds, {n, per_node, me}, hw_.nccl);
 }
 
 void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) {

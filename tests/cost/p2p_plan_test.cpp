@@ -70,7 +70,14 @@ TEST_CASE("send/recv across nodes: network chunks and 2 channels a peer", "[cost
   // peer of the communicator; parts are at most one 128 KiB chunk... unless the channels run
   // out first: 32 MiB in 2 parts.
   CHECK(p2p_parts(32 * kMiB, {16, 8}, nccl()) == 2);
-  CHECK(plan_p2p({{1, 32 * kMiB}}, {16, 8}, nccl()).blocks == 2);
+  CHECK(plan_p2p({{1, 32 * kMiB}}, {16, 8}, nccl()).blocks == 4);  // rank 0 receives from the other node: below
+  // Inside a node a ring step's send and receive share their channels whatever the rank;
+  // across nodes the rank at a node's edge sends to the next node (a node distance of 1)
+  // and receives from its own node (none), from two bases: twice an inner rank's blocks.
+  CHECK(plan_p2p({{1, 32 * kMiB}}, {8, 8, 5}, nccl()).blocks == 4);
+  CHECK(plan_p2p({{1, 32 * kMiB}}, {16, 8, 3}, nccl()).blocks == 2);
+  CHECK(plan_p2p({{1, 32 * kMiB}}, {16, 8, 7}, nccl()).blocks == 4);
+  CHECK(plan_p2p({{1, 32 * kMiB}}, {16, 8, 8}, nccl()).blocks == 4);
   // Past 64 ranks NCCL halves a network peer's channels.
   CHECK(p2p_parts(32 * kMiB, {128, 8}, nccl()) == 1);
 }

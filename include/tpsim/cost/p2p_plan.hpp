@@ -5,7 +5,8 @@
 // SM held for the kernel's life.
 //
 // A send to the peer d ranks ahead and the receive from the peer d ranks behind share a
-// round and start on the same channel (mirrored bits of the round in the p2p channel space);
+// round; inside a node both start on the same channel (the round's bits mirrored in the p2p
+// channel space), across nodes each on its own (node distance + in-node step / 8);
 // a message is cut into parts of one chunk each (at least the minimum channels a round may
 // use, more while a chunk would exceed the largest), part k on the round's channel + k.
 // The kernel's grid is the channels any part landed on.
@@ -23,10 +24,12 @@ struct P2pRound {
 };
 
 // Where the group sits: `ranks` GPUs, `per_node` of them in each node (all in one when
-// `per_node` >= ranks).
+// `per_node` >= ranks), and the planning rank's place in it (its channels depend on it
+// only across nodes).
 struct P2pGroup {
   int ranks = 2;
   int per_node = 2;
+  int rank = 0;
   bool crosses_nodes() const { return per_node < ranks; }
 };
 
