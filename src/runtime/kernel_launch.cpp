@@ -115,12 +115,9 @@ P2pPlan Machine::p2p_plan_of(OpId id, const SendRecvOp& s) const {
   const ProcessGroup& pg = dag_.process_group_of(s.group);
   const int n = pg.size();
   const int me = pg.index_of(dag_.op(id).rank);
-  const Topology& topo = fabric_.topology();
-  int per_node = 0;
-  for (int r : pg.ranks) per_node += topo.node_of(r) == topo.node_of(pg.rank(0)) ? 1 : 0;
   std::vector<P2pRound> rounds;
   for (const Transfer& t : s.sends) rounds.push_back({((pg.index_of(t.peer) - me) % n + n) % n, t.bytes});
-  return plan_p2p(rounds, {n, per_node, me}, hw_.nccl);
+  return plan_p2p(rounds, {n, fabric_of(s.group).spread.most, me}, hw_.nccl);
 }
 
 void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) {
@@ -169,9 +166,11 @@ NodeSpread Machine::node_spread(const ProcessGroup& pg) const {
   std::map<int, int> per_node;
   for (int r : pg.ranks) ++per_node[topo.node_of(r)];
   if (per_node.empty()) return {};
-  NodeSpread s{per_node.begin()->second, static_cast<int>(per_node.size())};
-  for (const auto& [node, n] : per_node)
+  NodeSpread s{per_node.begin()->second, static_cast<int>(per_node.size()), 0};
+  for (const auto& [node, n] : per_node) {
+    s.most = std::max(s.most, n);
     if (n != s.per_node) s.per_node = 0;  // uneven: NCCL's NVLS tree is not modelled for it
+  }
   return s;
 }
 

@@ -44,7 +44,7 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
   if (op == GroupOp::send_recv) {
     // One GPU to its neighbour (and from the one behind): its own NVLink port or its own NIC,
     // in the protocol and on the channels NCCL's send/recv planning gives the message.
-    const P2pPlan plan = plan_p2p({{1, buffer_bytes}}, {g.ranks, std::min(g.per_node, g.ranks)}, hw.nccl);
+    const P2pPlan plan = plan_p2p({{1, buffer_bytes}}, {g.ranks, g.per_node}, hw.nccl);
     const NcclProtocol& p = *plan.protocol;
     const double link = across ? hw.cluster.nic.bytes_per_ps : nvlink;
     const Tick lat = p.base_latency + (across ? hw.cluster.nic.latency : hw.fabric.nvlink.latency);
@@ -84,7 +84,7 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     }
   }
   // NVLS tree: an all-reduce across nodes with two or more members in each, on nodes with NVLS.
-  if (op == GroupOp::all_reduce && nvls_tree_applies(CollectiveKind::all_reduce, NodeSpread{g.per_node, g.nodes}, hw)) {
+  if (op == GroupOp::all_reduce && nvls_tree_applies(CollectiveKind::all_reduce, NodeSpread{g.per_node, g.nodes, g.per_node}, hw)) {
     const Tick t = hw.nccl.ring_startup + nvls_tree_estimate(buffer_bytes, g.per_node, g.nodes, hw, nic);
     if (t < best.time)
       best = {t, "nvls_tree", "Simple", hw.nccl.nvls.channels, best.tier, nvls_tree_nic_bytes(buffer_bytes, g.per_node, g.nodes)};

@@ -35,6 +35,7 @@ inline std::string_view nccl_algorithm_name(NcclAlgorithm a) {
 struct NodeSpread {
   int per_node = 0;
   int nodes = 1;
+  int most = 0;  // members in the fullest node (NCCL's maxLocalRanks), even or not
 };
 
 struct CollectivePlan {
