@@ -20,12 +20,17 @@ double nvls_bytes_per_rank(double buffer_bytes, int ranks) { return buffer_bytes
 double nvls_efficiency(const NvlsSpec& n) { return n.efficiency * (n.channels - 1) / n.channels; }
 
 // NVLS and the NVLS tree run NCCL's Simple protocol only.
-const NcclProtocol& simple_protocol(const HardwareSpec& hw) {
-  for (const NcclProtocol& p : hw.nccl.protocols)
+const NcclProtocol& simple_protocol(const NcclSpec& nccl) {
+  for (const NcclProtocol& p : nccl.protocols)
     if (p.name == "Simple") return p;
-  throw std::logic_error("NVLS without NCCL's Simple protocol (the hardware loader requires it)");
+  throw std::logic_error("no NCCL Simple protocol (the hardware loader requires it)");
 }
+const NcclProtocol& simple_protocol(const HardwareSpec& hw) { return simple_protocol(hw.nccl); }
 }  // namespace
+
+double nccl_network_payload_share(const NcclProtocol& proto, const NcclSpec& nccl) {
+  return std::min(1.0, proto.bandwidth_efficiency / simple_protocol(nccl).bandwidth_efficiency);
+}
 
 Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer_bytes, int ranks, double link_bytes_per_ps) {
   return proto.base_latency + ring_steps(kind, ranks) * proto.step_latency +
@@ -58,6 +63,7 @@ CollectivePlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, co
   plan.bytes_per_rank = ring_bytes_per_rank(kind, buffer_bytes, ranks);
   plan.threads = p.threads;
   plan.efficiency = p.bandwidth_efficiency;
+  plan.nic_efficiency = nccl_network_payload_share(p, hw.nccl);
   plan.processing = hw.nccl.ring_startup + ring_processing_time(kind, buffer_bytes, ranks, plan.channels, hw.nccl);
   return plan;
 }
@@ -107,8 +113,8 @@ Tick nvls_tree_latency(int nodes, const HardwareSpec& hw) {
 Tick nvls_tree_estimate(double buffer_bytes, int per_node, int nodes, const HardwareSpec& hw, double nic_bytes_per_ps) {
   const Tick in_node =
       duration_for(nvls_bytes_per_rank(buffer_bytes, per_node), hw.fabric.nvlink.bytes_per_ps * nvls_efficiency(hw.nccl.nvls));
-  const Tick across =
-      duration_for(nvls_tree_nic_bytes(buffer_bytes, per_node, nodes), nic_bytes_per_ps * simple_protocol(hw).bandwidth_efficiency);
+  // Simple's chunks cross the network whole (nccl_network_payload_share).
+  const Tick across = duration_for(nvls_tree_nic_bytes(buffer_bytes, per_node, nodes), nic_bytes_per_ps);
   return nvls_tree_latency(nodes, hw) + std::max(in_node, across);
 }
 
@@ -117,7 +123,7 @@ CollectivePlan plan_nvls_tree(double buffer_bytes, NodeSpread spread, const Hard
   plan.algorithm = NcclAlgorithm::nvls_tree;
   plan.latency = hw.nccl.ring_startup + nvls_tree_latency(spread.nodes, hw);
   plan.nic_bytes_per_rank = nvls_tree_nic_bytes(buffer_bytes, spread.per_node, spread.nodes);
-  plan.nic_efficiency = simple_protocol(hw).bandwidth_efficiency;
+  plan.nic_efficiency = nccl_network_payload_share(simple_protocol(hw), hw.nccl);
   return plan;
 }
 

@@ -17,17 +17,19 @@ Fabric::Fabric(Simulator& sim, Topology topology)
       egress_bytes_(static_cast<std::size_t>(topo_.gpus()), 0.0),
       egress_across_(egress_bytes_.size(), 0.0), egress_rate_(egress_bytes_.size(), 0.0), ingress_rate_(egress_bytes_.size(), 0.0) {}
 
-Fabric::FlowId Fabric::start(int src, int dst, double bytes, double cap, std::function<void()> on_done, double payload_share) {
+Fabric::FlowId Fabric::start(int src, int dst, double bytes, double cap, std::function<void()> on_done, PayloadShare share) {
   if (src == dst || src < 0 || dst < 0 || src >= gpus() || dst >= gpus())
     throw std::logic_error("fabric transfer needs two distinct GPUs");
-  if (!(payload_share > 0 && payload_share <= 1)) throw std::logic_error("fabric transfer's payload share outside (0, 1]");
+  if (!(share.link > 0 && share.link <= 1 && share.network > 0 && share.network <= 1))
+    throw std::logic_error("fabric transfer's payload share outside (0, 1]");
   const FlowId id = static_cast<FlowId>(flows_.size());
   Flow f;
   f.src = src;
   f.dst = dst;
   f.total = f.remaining = bytes;
   f.cap = cap > 0 ? cap : std::numeric_limits<double>::infinity();
-  f.wire = 1 / payload_share;
+  f.wire = 1 / share.link;
+  f.network_wire = 1 / share.network;
   f.on_done = std::move(on_done);
   flows_.push_back(std::move(f));
   bytes_started_ += bytes;
@@ -96,22 +98,22 @@ std::vector<Fabric::FlowId> Fabric::component(const std::vector<int>& seeds) {
 
 void Fabric::assign_max_min_rates(const std::vector<FlowId>& flows, std::vector<double>& rate) const {
   // Local indices for the resources these flows use, in order of first use.
-  std::vector<double> capacity, cap, wire;
-  std::vector<char> on_wire;
+  std::vector<double> capacity, cap;
   std::vector<int> resource_index;
   std::vector<std::vector<int>> local_path(flows.size());
+  std::vector<double> local_use;  // per flow, per resource on its path
   for (std::size_t i = 0; i < flows.size(); ++i) {
-    cap.push_back(flows_[static_cast<std::size_t>(flows[i])].cap);
-    wire.push_back(flows_[static_cast<std::size_t>(flows[i])].wire);
+    const Flow& f = flows_[static_cast<std::size_t>(flows[i])];
+    cap.push_back(f.cap);
     for (int r : path(flows[i])) {
       auto it = std::find(resource_index.begin(), resource_index.end(), r);
       const std::size_t k = static_cast<std::size_t>(it - resource_index.begin());
-      if (it == resource_index.end())
-        resource_index.push_back(r), capacity.push_back(topo_.capacity(r)), on_wire.push_back(topo_.is_memory(r) ? 0 : 1);
+      if (it == resource_index.end()) resource_index.push_back(r), capacity.push_back(topo_.capacity(r));
       local_path[i].push_back(static_cast<int>(k));
+      local_use.push_back(use(f, r));
     }
   }
-  rate = max_min_rates_on_wire(local_path, std::move(capacity), cap, wire, on_wire);
+  rate = max_min_rates_on_wire(local_path, std::move(capacity), cap, local_use);
 }
 
 void Fabric::check_capacity(const std::vector<FlowId>& flows, const std::vector<double>& rate) const {

@@ -59,13 +59,13 @@ std::vector<double> max_min_rates(const std::vector<std::vector<int>>& paths, st
 }
 
 std::vector<double> max_min_rates_on_wire(const std::vector<std::vector<int>>& paths, std::vector<double> capacity,
-                                          const std::vector<double>& cap, const std::vector<double>& wire,
-                                          const std::vector<char>& on_wire) {
-  if (cap.size() != paths.size() || wire.size() != paths.size() || on_wire.size() != capacity.size())
-    throw std::logic_error("max_min_rates_on_wire: one cap and wire factor per flow, one flag per resource");
-  return fill(paths, std::move(capacity), cap, [&](std::size_t i, std::size_t j) {
-    return on_wire[static_cast<std::size_t>(paths[i][j])] ? wire[i] : 1.0;
-  });
+                                          const std::vector<double>& cap, const std::vector<double>& use) {
+  if (cap.size() != paths.size()) throw std::logic_error("max_min_rates_on_wire: one cap per flow");
+  std::vector<std::size_t> first(paths.size());  // where flow i's uses start
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < paths.size(); ++i) first[i] = n, n += paths[i].size();
+  if (use.size() != n) throw std::logic_error("max_min_rates_on_wire: one use per resource of each flow's path");
+  return fill(paths, std::move(capacity), cap, [&](std::size_t i, std::size_t j) { return use[first[i] + j]; });
 }
 
 }  // namespace tpsim

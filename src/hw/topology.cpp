@@ -32,9 +32,10 @@ void Topology::add_hbm(double bytes_per_ps) {
       }
 }
 
-int Topology::add(const std::string& name, double capacity) {
+int Topology::add(const std::string& name, double capacity, bool network) {
   capacity_.push_back(capacity);
   names_.push_back(name);
+  network_.push_back(network ? 1 : 0);
   return static_cast<int>(capacity_.size()) - 1;
 }
 
@@ -105,8 +106,8 @@ void Topology::build_switched_nodes(const FabricSpec& spec) {
     out.push_back(add(fmt::format("GPU {} NVLink egress", g), spec.nvlink.bytes_per_ps));
     in.push_back(add(fmt::format("GPU {} NVLink ingress", g), spec.nvlink.bytes_per_ps));
     if (!nodes) continue;
-    nic_out.push_back(add(fmt::format("GPU {} NIC egress", g), spec.nic.bytes_per_ps));
-    nic_in.push_back(add(fmt::format("GPU {} NIC ingress", g), spec.nic.bytes_per_ps));
+    nic_out.push_back(add(fmt::format("GPU {} NIC egress", g), spec.nic.bytes_per_ps, true));
+    nic_in.push_back(add(fmt::format("GPU {} NIC ingress", g), spec.nic.bytes_per_ps, true));
   }
   for (int s = 0; s < gpus_; ++s)
     for (int d = 0; d < gpus_; ++d) {

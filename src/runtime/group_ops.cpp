@@ -8,7 +8,7 @@
 
 namespace tpsim::runtime_detail {
 
-void Machine::move_all(std::vector<std::pair<std::pair<int, int>, double>> transfers, double efficiency,
+void Machine::move_all(std::vector<std::pair<std::pair<int, int>, double>> transfers, PayloadShare share,
                        std::function<void()> done) {
   if (transfers.empty()) return done();
   auto left = std::make_shared<std::size_t>(transfers.size());
@@ -17,7 +17,7 @@ void Machine::move_all(std::vector<std::pair<std::pair<int, int>, double>> trans
   };
   for (const auto& [route, bytes] : transfers) {
     const auto [src, dst] = route;
-    fabric_.start(src, dst, bytes, 0, finish_one, efficiency);
+    fabric_.start(src, dst, bytes, 0, finish_one, share);
   }
 }
 
@@ -27,11 +27,33 @@ void Machine::run_collective(const std::vector<OpId>& members, const CollectiveP
   else run_ring(members, plan);
 }
 
+namespace {
+// A ring's members grouped by node in ring order, when each node's members are
+// consecutive in the ring and every node holds as many; empty otherwise.
+std::vector<std::vector<int>> contiguous_nodes(const std::vector<int>& ring, const Topology& topo) {
+  std::vector<std::vector<int>> nodes;
+  for (int r : ring) {
+    if (nodes.empty() || topo.node_of(nodes.back().front()) != topo.node_of(r)) nodes.emplace_back();
+    nodes.back().push_back(r);
+  }
+  if (nodes.size() > 1 && topo.node_of(nodes.back().front()) == topo.node_of(nodes.front().front())) return {};  // wraps into one node
+  for (const auto& n : nodes)
+    if (n.size() != nodes.front().size()) return {};
+  for (std::size_t a = 0; a < nodes.size(); ++a)
+    for (std::size_t b = a + 1; b < nodes.size(); ++b)
+      if (topo.node_of(nodes[a].front()) == topo.node_of(nodes[b].front())) return {};  // a node visited twice
+  return nodes;
+}
+}  // namespace
+
 // Every rank sends (n-1)/n of the buffer to its ring successor, pipelined over
 // the channels; the kernels finish together when the last chunk lands, and not before
-// their blocks have processed the buffer (plan.processing). Between
-// nodes NCCL runs one ring per rail, so a node-crossing hop's bytes are spread
-// over every GPU's NIC (GPU j of one node to GPU j of the next).
+// their blocks have processed the buffer (plan.processing). Across nodes NCCL's
+// channels are rings that leave each node from a different member: with p members a
+// node, channel c enters a node at its member c and leaves from member c-1 through that
+// GPU's NIC, so each member's NIC carries 1/p of its bytes and its NVLink (p-1)/p. Where
+// the members do not sit in whole nodes one after another, a node-crossing hop's bytes
+// are spread over every GPU's NIC (GPU j of one node to GPU j of the next) instead.
 void Machine::run_ring(const std::vector<OpId>& members, const CollectivePlan& plan) {
   // The kernels end when the last byte has landed and their blocks have processed the
   // buffer; the blocks work through the pipeline's fill, so that clock starts at once (and
@@ -46,9 +68,24 @@ void Machine::run_ring(const std::vector<OpId>& members, const CollectivePlan& p
     std::vector<std::pair<std::pair<int, int>, double>> transfers;
     const std::size_t n = members.size();
     const Topology& topo = fabric_.topology();
+    std::vector<int> ring;
+    for (OpId m : members) ring.push_back(dag_.op(m).rank);
+    const auto nodes = contiguous_nodes(ring, topo);
+    if (nodes.size() > 1) {
+      const std::size_t p = nodes.front().size();
+      const double share = plan.bytes_per_rank / static_cast<double>(p);
+      for (std::size_t c = 0; c < p; ++c)
+        for (std::size_t a = 0; a < nodes.size(); ++a) {
+          const auto& here = nodes[a];
+          for (std::size_t i = 0; i + 1 < p; ++i) transfers.push_back({{here[(c + i) % p], here[(c + i + 1) % p]}, share});
+          const auto& next = nodes[(a + 1) % nodes.size()];
+          transfers.push_back({{here[(c + p - 1) % p], next[c]}, share});
+        }
+      return move_all(std::move(transfers), {plan.efficiency, plan.nic_efficiency}, finish);
+    }
     const int per = topo.gpus_per_node();
     for (std::size_t i = 0; i < n && n > 1; ++i) {
-      const int src = dag_.op(members[i]).rank, dst = dag_.op(members[(i + 1) % n]).rank;
+      const int src = ring[i], dst = ring[(i + 1) % n];
       if (topo.node_of(src) == topo.node_of(dst)) {
         transfers.push_back({{src, dst}, plan.bytes_per_rank});
         continue;
@@ -56,7 +93,7 @@ void Machine::run_ring(const std::vector<OpId>& members, const CollectivePlan& p
       for (int j = 0; j < per; ++j)
         transfers.push_back({{topo.node_of(src) * per + j, topo.node_of(dst) * per + j}, plan.bytes_per_rank / per});
     }
-    move_all(std::move(transfers), plan.efficiency, finish);
+    move_all(std::move(transfers), {plan.efficiency, plan.nic_efficiency}, finish);
   });
 }
 
@@ -74,7 +111,7 @@ void Machine::run_nvls(const std::vector<OpId>& members, const CollectivePlan& p
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < n; ++j)
         if (i != j) transfers.push_back({{dag_.op(members[i]).rank, dag_.op(members[j]).rank}, plan.bytes_per_rank / peers});
-    move_all(std::move(transfers), plan.efficiency, [this, members] { release_all(members); });
+    move_all(std::move(transfers), {plan.efficiency, 1.0}, [this, members] { release_all(members); });
   });
 }
 
@@ -102,8 +139,8 @@ void Machine::run_nvls_tree(const std::vector<OpId>& members, const CollectivePl
     auto done = [this, members, left] {
       if (--*left == 0) release_all(members);
     };
-    move_all(std::move(inside), plan.efficiency, done);
-    move_all(std::move(across), plan.nic_efficiency, done);
+    move_all(std::move(inside), {plan.efficiency, 1.0}, done);
+    move_all(std::move(across), {1.0, plan.nic_efficiency}, done);
   });
 }
 
@@ -114,7 +151,8 @@ void Machine::run_sendrecv(const std::vector<OpId>& members, const NcclProtocol&
     for (OpId m : members)
       for (const Transfer& t : std::get<SendRecvOp>(dag_.op(m).payload).sends)
         transfers.push_back({{dag_.op(m).rank, t.peer}, t.bytes});
-    move_all(std::move(transfers), proto.bandwidth_efficiency, [this, members] { release_all(members); });
+    move_all(std::move(transfers), {proto.bandwidth_efficiency, nccl_network_payload_share(proto, hw_.nccl)},
+             [this, members] { release_all(members); });
   });
 }
 
@@ -150,7 +188,7 @@ void Machine::run_fused_round(const std::vector<OpId>& members, const GemmPlan& 
     ranks_[static_cast<std::size_t>(dag_.op(m).rank)].sms->stream_resident(grid, work, [computing, step_done] {
       if (--*computing == 0) step_done();
     });
-  move_all(std::move(transfers), 1.0, step_done);
+  move_all(std::move(transfers), {}, step_done);
 }
 
 void Machine::release_all(const std::vector<OpId>& members) {

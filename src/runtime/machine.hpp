@@ -90,7 +90,7 @@ class Machine {
   void run_fused_round(const std::vector<OpId>& members, const GemmPlan& plan, int grid, int round);
   // Starts each transfer, its payload `efficiency` of what it puts on the links; calls
   // `done` once every one has landed (at once if none).
-  void move_all(std::vector<std::pair<std::pair<int, int>, double>> transfers, double efficiency,
+  void move_all(std::vector<std::pair<std::pair<int, int>, double>> transfers, PayloadShare share,
                 std::function<void()> done);
   void release_all(const std::vector<OpId>& members);
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "tpsim/cost/nccl_cost.hpp"
 #include "tpsim/cost/p2p_plan.hpp"
 #include "tpsim/hw/max_min.hpp"
 
@@ -150,8 +151,6 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
   if (across && !hw.cluster.present()) throw std::logic_error("a group across nodes on hardware without a cluster network");
   best.tier = across ? LinkTier::nic : LinkTier::nvlink;
   const double nic = across ? hw.cluster.nic.bytes_per_ps : 0;
-  // Every capacity scales with a protocol's efficiency alike, so the links are solved once.
-  const double links_ps = all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps, nic, hw.cluster.oversubscription);
   // What a member sends of its own (with node forwarding, a piece for another node counts
   // at its network size; what a member forwards for others is not counted).
   const int per_node = std::max(1, std::min(g.per_node, g.ranks));
@@ -170,7 +169,9 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
       if (!net) throw std::logic_error("cluster network latency missing for a protocol");
       lat = p.base_latency + net->ring_step;
     }
-    const double ps = std::ceil(links_ps / p.bandwidth_efficiency);
+    // NVLink and the NICs each carry their own share of the protocol's overhead.
+    const double ps = std::ceil(all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps * p.bandwidth_efficiency,
+                                                       nic * nccl_network_payload_share(p, hw.nccl), hw.cluster.oversubscription));
     if (!(ps < static_cast<double>(kTickMax - lat))) throw std::overflow_error("all-to-all time past the tick range");
     return lat + static_cast<Tick>(ps);
   };

@@ -18,6 +18,18 @@ int channels_for(const NcclProtocol& p, double bytes, int max_channels) {
   return static_cast<int>(std::clamp(std::floor(bytes / (p.threads * p.channel_threshold)), 1.0, static_cast<double>(max_channels)));
 }
 
+// The payload rate of a ring's members. Across nodes NCCL's channels leave each node from a
+// different member (as the simulator runs them), so of what a member sends 1/p goes out
+// through its NIC and (p-1)/p over NVLink, p members a node; each tier carries its own
+// share of the protocol's overhead (nccl_network_payload_share).
+double ring_payload_rate(const GroupLayout& g, double nvlink, double nic, const NcclProtocol& p, const NcclSpec& nccl) {
+  const double over_nvlink = nvlink * p.bandwidth_efficiency;
+  if (!g.crosses_nodes()) return over_nvlink;
+  const double over_nics = g.per_node * nic * nccl_network_payload_share(p, nccl);
+  if (g.per_node < 2) return over_nics;
+  return std::min(over_nvlink * g.per_node / (g.per_node - 1), over_nics);
+}
+
 Tick latency_of(const NetLatency* net, bool tree) {
   if (!net) throw std::logic_error("cluster network latency missing for a protocol");
   return tree ? net->tree_step : net->ring_step;
@@ -46,9 +58,9 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     // in the protocol and on the channels NCCL's send/recv planning gives the message.
     const P2pPlan plan = plan_p2p({{1, buffer_bytes}}, {g.ranks, g.per_node}, hw.nccl);
     const NcclProtocol& p = *plan.protocol;
-    const double link = across ? hw.cluster.nic.bytes_per_ps : nvlink;
+    const double payload = across ? hw.cluster.nic.bytes_per_ps * nccl_network_payload_share(p, hw.nccl) : nvlink * p.bandwidth_efficiency;
     const Tick lat = p.base_latency + (across ? hw.cluster.nic.latency : hw.fabric.nvlink.latency);
-    return {lat + duration_for(buffer_bytes, link * p.bandwidth_efficiency), "p2p", p.name, plan.blocks, best.tier, buffer_bytes};
+    return {lat + duration_for(buffer_bytes, payload), "p2p", p.name, plan.blocks, best.tier, buffer_bytes};
   }
   best.time = kTickMax;
   // NCCL picks by its own estimate (links only); a ring it picks then takes no less than
@@ -59,12 +71,12 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     const int n = g.ranks;
     const bool all_reduce = op == GroupOp::all_reduce;
     const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather
-    const double bus = across ? std::min(nvlink, g.per_node * nic) : nvlink;
+    const double bus = ring_payload_rate(g, nvlink, nic, p, hw.nccl);
     const double wire = passes * buffer_bytes * (n - 1) / n;
     const int steps = passes * (n - 1), inter = across ? passes * (g.nodes - 1) : 0;
     const Tick ring_lat = hw.nccl.ring_startup + p.base_latency + static_cast<Tick>(steps - inter) * p.step_latency +
                           (across ? static_cast<Tick>(inter) * latency_of(net, false) : 0);
-    const Tick ring = ring_lat + duration_for(wire, bus * p.bandwidth_efficiency);
+    const Tick ring = ring_lat + duration_for(wire, bus);
     const int ch = channels_for(p, buffer_bytes, hw.nccl.max_channels);
     if (ring < best.time) {
       best = {ring, "ring", p.name, ch, best.tier, wire};
@@ -79,7 +91,7 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
       const Tick depth = static_cast<Tick>(std::ceil(std::log2(static_cast<double>(g.nodes))));
       const Tick tree_lat = hw.nccl.ring_startup + p.base_latency +
                             2 * (static_cast<Tick>(g.per_node - 1) * p.step_latency + depth * latency_of(net, true));
-      const Tick tree = tree_lat + duration_for(2 * buffer_bytes, bus * p.bandwidth_efficiency * hw.cluster.tree_bandwidth_ratio);
+      const Tick tree = tree_lat + duration_for(2 * buffer_bytes, bus * hw.cluster.tree_bandwidth_ratio);
       if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes}, ring_floor = 0;
     }
   }

@@ -9,6 +9,18 @@ using namespace tpsim::test;
 
 namespace {
 const double kLink = h100().fabric.nvlink.bytes_per_ps;
+
+// One collective over all `gpus` GPUs of `hw`, simulated: the timeline and rank 0's op.
+std::pair<Timeline, OpId> world_collective(CollectiveKind kind, double bytes, int gpus, const HardwareSpec& hw) {
+  Dag dag(gpus);
+  const int g = dag.new_group();
+  OpId first = 0;
+  for (int r = 0; r < gpus; ++r) {
+    const OpId id = dag.add(r, 0, "c", CollectiveOp{kind, bytes, g});
+    if (r == 0) first = id;
+  }
+  return {execute(dag, hw), first};
+}
 }
 
 TEST_CASE("NCCL picks a low-latency protocol for small messages and Simple for large ones", "[cost][nccl]") {
@@ -67,14 +79,8 @@ TEST_CASE("A ring collective's bandwidth term halves when the link doubles", "[c
   fast.fabric.nvlink.bytes_per_ps *= 2;
   const double bytes = 4e9;
   auto run = [&](const HardwareSpec& hw) {
-    Dag dag(8);
-    const int g = dag.new_group();
-    OpId first = 0;
-    for (int r = 0; r < 8; ++r) {
-      const OpId id = dag.add(r, 0, "ag", CollectiveOp{CollectiveKind::all_gather, bytes, g});
-      if (r == 0) first = id;
-    }
-    return op_us(execute(dag, hw), first);
+    const auto [tl, first] = world_collective(CollectiveKind::all_gather, bytes, 8, hw);
+    return op_us(tl, first);
   };
   const double latency_us = to_us(plan_ring(CollectiveKind::all_gather, bytes, 8, slow, kLink).latency);
   CHECK((run(fast) - latency_us) / (run(slow) - latency_us) == Approx(0.5).epsilon(0.01));
@@ -155,4 +161,27 @@ TEST_CASE("An elementwise kernel is HBM-bound: half the bandwidth, twice the tim
   Dag dag(1);
   const OpId id = dag.add(0, 0, "copy", ElementwiseOp{0.5e9, 0.5e9});
   CHECK(op_us(execute(dag, h100()), id) == Approx(1e9 / h100().memory.hbm_bytes_per_ps / 1e6).epsilon(0.05));
+}
+
+TEST_CASE("Over the network NCCL's protocols keep only their format's overhead: Simple whole, LL half", "[cost][nccl]") {
+  const NcclSpec& nccl = h100().nccl;
+  for (const NcclProtocol& p : nccl.protocols) {
+    const double share = nccl_network_payload_share(p, nccl);
+    if (p.name == "Simple") CHECK(share == 1.0);
+    if (p.name == "LL") CHECK(share == Approx(0.5).epsilon(0.03));       // 8 bytes of data in every 16
+    if (p.name == "LL128") CHECK(share == Approx(0.9375).epsilon(0.03)); // 120 in every 128
+    CHECK(share >= p.bandwidth_efficiency);  // NVLink's store overhead is not on the network
+  }
+}
+
+TEST_CASE("A ring across two simulated nodes leaves each through every GPU's NIC: 8 NICs' rate, near one NVLink port", "[cost][nccl]") {
+  // NVIDIA's figure: 46-48 GB/s of ring bus bandwidth per NDR NIC (nccl-tests issue 290).
+  const HardwareSpec& two_nodes = load_hardware_file(models_dir() + "/h100_sxm_2node.json");
+  const double bytes = 8.0 * (1 << 30);
+  const auto [tl, first] = world_collective(CollectiveKind::all_gather, bytes, 16, two_nodes);
+  const double busbw_gbps = bytes * 15 / 16 / (op_us(tl, first) * 1e3);
+  CHECK(busbw_gbps / 8 > 45.0);
+  CHECK(busbw_gbps / 8 < 48.0);
+  // Each GPU sent 1/8 of its ring bytes through its NIC, the rest over NVLink.
+  for (int r = 0; r < 16; ++r) CHECK(tl.egress_bytes_across_nodes[static_cast<std::size_t>(r)] == Approx(bytes * 15 / 16 / 8).epsilon(1e-6));
 }

@@ -100,14 +100,14 @@ TEST_CASE("A protocol's overhead is on the wire: a port's flows carry together w
   {
     Simulator sim;
     Fabric f(sim, nvswitch(8));
-    f.start(0, 1, 7e6, 0, [&] { alone = sim.now(); }, share);
+    f.start(0, 1, 7e6, 0, [&] { alone = sim.now(); }, {share, 1.0});
     sim.run();
   }
   CHECK(alone == duration_for(7e6, kPort * share));
   Simulator sim;
   Fabric f(sim, nvswitch(8));
   Tick last = -1;
-  for (int peer = 1; peer < 8; ++peer) f.start(0, peer, 1e6, 0, [&] { last = std::max(last, sim.now()); }, share);
+  for (int peer = 1; peer < 8; ++peer) f.start(0, peer, 1e6, 0, [&] { last = std::max(last, sim.now()); }, {share, 1.0});
   sim.run();
   CHECK(to_us(last) == Approx(to_us(alone)).epsilon(1e-6));
   CHECK(f.egress_bytes(0) == Approx(7e6).epsilon(1e-9));  // the counters count payload
@@ -118,7 +118,8 @@ TEST_CASE("A protocol's overhead is on the wire: a port's flows carry together w
   for (int peer = 1; peer < 8; ++peer) g.start(0, peer, 1e6, kPort * share, [&] { capped = std::max(capped, sim2.now()); });
   sim2.run();
   CHECK(to_us(capped) == Approx(to_us(duration_for(7e6, kPort))).epsilon(1e-6));
-  CHECK_THROWS_AS(g.start(0, 1, 1e6, 0, [] {}, 0.0), std::logic_error);
+  CHECK_THROWS_AS(g.start(0, 1, 1e6, 0, [] {}, {0.0, 1.0}), std::logic_error);
+  CHECK_THROWS_AS(g.start(0, 1, 1e6, 0, [] {}, {1.0, 1.5}), std::logic_error);
   // The HBM at either end sees the payload only: a slower HBM binds at its own rate.
   FabricSpec spec;
   spec.topology = "switch";
@@ -126,7 +127,29 @@ TEST_CASE("A protocol's overhead is on the wire: a port's flows carry together w
   Simulator sim3;
   Fabric h(sim3, Topology(spec, 2, kPort / 4));
   Tick through_hbm = -1;
-  h.start(0, 1, 1e6, 0, [&] { through_hbm = sim3.now(); }, 0.5);
+  h.start(0, 1, 1e6, 0, [&] { through_hbm = sim3.now(); }, {0.5, 1.0});
   sim3.run();
   CHECK(through_hbm == duration_for(1e6, kPort / 4));
+}
+
+TEST_CASE("NVLink and a NIC each carry their own share of a protocol's overhead", "[hw][fabric]") {
+  // Two nodes of two GPUs: GPU 0 -> 1 stays on NVLink, GPU 0 -> 2 crosses the NICs.
+  FabricSpec spec;
+  spec.topology = "multi_node";
+  spec.gpus_per_node = 2;
+  spec.nvlink = {kPort, 0};
+  spec.nic = {kPort / 8, 0};
+  const auto alone = [&](int dst, PayloadShare share) {
+    Simulator sim;
+    Fabric f(sim, Topology(spec, 4));
+    Tick done = -1;
+    f.start(0, dst, 1e6, 0, [&] { done = sim.now(); }, share);
+    sim.run();
+    return done;
+  };
+  // The NVLink share taxes only NVLink; the network share only the NIC.
+  CHECK(alone(1, {0.5, 1.0}) == duration_for(1e6, kPort * 0.5));
+  CHECK(alone(2, {0.5, 1.0}) == duration_for(1e6, kPort / 8));
+  CHECK(alone(2, {1.0, 0.5}) == duration_for(1e6, kPort / 16));
+  CHECK(alone(1, {1.0, 0.5}) == duration_for(1e6, kPort));
 }

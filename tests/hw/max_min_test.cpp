@@ -41,19 +41,22 @@ TEST_CASE("max-min on the wire: a byte that takes twice a link's capacity gets h
           "[hw][max_min]") {
   // Link 0 (capacity 10): flow a puts 2 bytes on it per payload byte (protocol overhead), b 1.
   // Equal payload rates r: 2r + r = 10.
-  const std::vector<char> link{1}, link_then_memory{1, 0};
-  const auto r = max_min_rates_on_wire({{0}, {0}}, {10.0}, {kNone, kNone}, {2.0, 1.0}, link);
+  const auto r = max_min_rates_on_wire({{0}, {0}}, {10.0}, {kNone, kNone}, {2.0, 1.0});
   CHECK(r[0] == Approx(10.0 / 3));
   CHECK(r[1] == Approx(10.0 / 3));
   CHECK(2 * r[0] + r[1] == Approx(10.0));  // the link is exactly full, never over
   // Alone, the wire holds it to half the link; a memory of 4 after it binds first, at the payload rate.
-  CHECK(max_min_rates_on_wire({{0}}, {10.0}, {kNone}, {2.0}, link)[0] == Approx(5.0));
-  CHECK(max_min_rates_on_wire({{0, 1}}, {10.0, 4.0}, {kNone}, {2.0}, link_then_memory)[0] == Approx(4.0));
-  // Wire factors of one are plain max-min.
+  CHECK(max_min_rates_on_wire({{0}}, {10.0}, {kNone}, {2.0})[0] == Approx(5.0));
+  CHECK(max_min_rates_on_wire({{0, 1}}, {10.0, 4.0}, {kNone}, {2.0, 1.0})[0] == Approx(4.0));
+  // A flow over two links with different overheads is held by the one that fills first:
+  // 1.25 per byte of a 10 link (8) against 1 per byte of a 6 one (6).
+  CHECK(max_min_rates_on_wire({{0, 1}}, {10.0, 6.0}, {kNone}, {1.25, 1.0})[0] == Approx(6.0));
+  CHECK(max_min_rates_on_wire({{0, 1}}, {10.0, 9.0}, {kNone}, {1.25, 1.0})[0] == Approx(8.0));
+  // Uses of one are plain max-min.
   const auto plain = max_min_rates({{0}, {0, 1}, {1}}, {1.0, 10.0}, {kNone, kNone, kNone});
-  const auto ones = max_min_rates_on_wire({{0}, {0, 1}, {1}}, {1.0, 10.0}, {kNone, kNone, kNone}, {1.0, 1.0, 1.0}, {1, 1});
+  const auto ones = max_min_rates_on_wire({{0}, {0, 1}, {1}}, {1.0, 10.0}, {kNone, kNone, kNone}, {1.0, 1.0, 1.0, 1.0});
   for (std::size_t i = 0; i < plain.size(); ++i) CHECK(ones[i] == Approx(plain[i]));
-  CHECK_THROWS_AS(max_min_rates_on_wire({{0, 1}}, {1.0, 1.0}, {kNone}, {1.0}, link), std::logic_error);
+  CHECK_THROWS_AS(max_min_rates_on_wire({{0, 1}}, {1.0, 1.0}, {kNone}, {1.0}), std::logic_error);
 }
 
 TEST_CASE("max-min never gives a link more than its capacity, and every flow is held by a full link", "[hw][max_min]") {

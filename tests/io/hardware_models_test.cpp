@@ -75,9 +75,12 @@ TEST_CASE("Across two nodes NCCL's rails keep the ring near NVLink speed, one NI
   const auto one = on(node16, R"("baseline", "ring")", 16384, 8192, 3584, "bf16", 16);
   std::filesystem::remove_all(dir);
   const auto two = on("h100_sxm_2node", R"("baseline", "ring")", 16384, 8192, 3584, "bf16", 16);
-  // NCCL spreads the node-crossing hop over all 8 NICs (8 x 46 GB/s ~ one NVLink port).
-  CHECK(makespan_us(two, "baseline") < 1.3 * makespan_us(one, "baseline"));
-  CHECK(makespan_us(two, "baseline") > makespan_us(one, "baseline"));
+  // NCCL's channels leave each node from a different GPU: each GPU's NIC carries 1/8 of its
+  // ring bytes and its NVLink port 7/8, so the ring runs at min(NVLink x 8/7, 8 NICs x 47 GB/s),
+  // near one NVLink port (NVIDIA's DGX H100 figures: about 370 GB/s of ring bus bandwidth in
+  // one node, 380 across two; nccl-tests issue 309).
+  CHECK(makespan_us(two, "baseline") < 1.1 * makespan_us(one, "baseline"));
+  CHECK(makespan_us(two, "baseline") > 0.9 * makespan_us(one, "baseline"));
   // A JAX ppermute ring sends each hop through one GPU's NIC.
   CHECK(makespan_us(two, "ring") > 2 * makespan_us(one, "ring"));
 }

@@ -270,7 +270,9 @@ TEST_CASE("A TP group across two nodes pays the NICs: slower than inside one nod
   // The same 16-GPU mesh, TP 8 inside a node (fsdp across) or spread over both nodes by fsdp placed inside it.
   const StepResult inside = run(step(16, "llama3_8b", R"("fsdp": 2, "tp": 8)", R"("mesh_order": ["tp", "fsdp"])"));
   const StepResult across = run(step(16, "llama3_8b", R"("fsdp": 2, "tp": 8)", R"("mesh_order": ["fsdp", "tp"])"));
-  CHECK(across.runs[0].exposed("tp") > 2 * inside.runs[0].exposed("tp"));
+  // Four members a node leave through four NICs (4 x 47 GB/s) where inside one node each
+  // has its NVLink port (359 GB/s of NCCL payload): about half the rate.
+  CHECK(across.runs[0].exposed("tp") > 1.5 * inside.runs[0].exposed("tp"));
   CHECK(across.runs[0].tokens_per_s_per_gpu < inside.runs[0].tokens_per_s_per_gpu);
   // By default the NVLink-only variants are left out, with a note.
   const Scenario s = parse_scenario(Json::parse(step(16, "llama3_8b", R"("fsdp": 1, "tp": 16)", "", R"("baseline", "ring")")), "");

@@ -51,7 +51,7 @@ struct CollectivePlan {
   double bytes_per_rank = 0;
   double efficiency = 0;         // fraction of the link's payload rate the transfers reach
   double nic_bytes_per_rank = 0;  // NVLS tree: what each member sends to another node
-  double nic_efficiency = 0;
+  double nic_efficiency = 0;      // the protocol's payload share on a NIC (nccl_network_payload_share)
   // Ring: the least time from every rank resident to the kernels' end: the startup, then
   // the channels processing the buffer (ring_processing_time), which they do through the
   // pipeline fill that the per-step latencies stand for.
@@ -101,6 +101,14 @@ CollectivePlan plan_nvls_tree(double buffer_bytes, NodeSpread spread, const Hard
 // else a ring). `nic_bytes_per_ps`: one GPU's route to its peer in another node.
 CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,
                                double link_bytes_per_ps, NodeSpread spread = {}, double nic_bytes_per_ps = 0);
+
+// The payload's share of what a protocol puts on a NIC between nodes. `bandwidth_efficiency`
+// is its share on NVLink, where SMs store 128-byte payloads with their own overhead; over
+// the network NCCL's proxy posts RDMA writes of the protocol's buffers, so what remains is
+// the protocol's format relative to Simple's plain chunks: LL's flag in every 8 bytes (0.5),
+// LL128's in every 128 (120/128), as NCCL's tuning model scales them against Simple
+// (src/graph/tuning.cc). The NIC's own RDMA efficiency is in its rate.
+double nccl_network_payload_share(const NcclProtocol& proto, const NcclSpec& nccl);
 
 // NCCL's own estimate (latency + bytes / bandwidth) for a protocol, used to choose it.
 Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer_bytes, int ranks, double link_bytes_per_ps);

@@ -4,7 +4,9 @@
 // by its own rate (a copy engine). A protocol's overhead is on the wire: a transfer
 // whose payload is a fraction p of what it puts on a link takes 1/p of a link's
 // capacity per payload byte (and its HBM only the payload), so several transfers out
-// of one port carry no more payload together than one alone. Whenever a transfer starts or ends,
+// of one port carry no more payload together than one alone. NVLink (or PCIe) and a
+// NIC between nodes each have their own share: what SMs store over NVLink is not what
+// RDMA puts on the network. Whenever a transfer starts or ends,
 // rates are recomputed and the transfers whose rate changed are re-timed. Bytes
 // are conserved: what a GPU's egress integrates to equals what it sent.
 #include <cstdint>
@@ -16,6 +18,13 @@
 
 namespace tpsim {
 
+// The payload's share (0, 1] of the bytes a transfer puts on each link: on NVLink and
+// PCIe (`link`), on a NIC between nodes (`network`).
+struct PayloadShare {
+  double link = 1;
+  double network = 1;
+};
+
 class Fabric {
  public:
   using FlowId = int;
@@ -23,9 +32,9 @@ class Fabric {
   Fabric(Simulator& sim, Topology topology);
 
   // After the route's latency, moves `bytes` from src to dst; then calls on_done.
-  // `payload_share` (0, 1]: the payload's share of the bytes it puts on each link.
+  // `share`: the payload's share of the bytes it puts on each link.
   FlowId start(int src, int dst, double bytes, double rate_cap_bytes_per_ps, std::function<void()> on_done,
-               double payload_share = 1.0);
+               PayloadShare share = {});
 
   const Topology& topology() const { return topo_; }
   int gpus() const { return topo_.gpus(); }
@@ -46,7 +55,8 @@ class Fabric {
   struct Flow {
     int src = 0, dst = 0;
     double total = 0, remaining = 0, rate = 0, cap = 0;
-    double wire = 1;  // link bytes per payload byte
+    double wire = 1;          // NVLink or PCIe bytes per payload byte
+    double network_wire = 1;  // NIC bytes per payload byte
     Tick since = 0;  // remaining is as of this time
     std::uint64_t seen = 0;  // last component search that reached it
     EventHandle done_event;
@@ -55,7 +65,9 @@ class Fabric {
 
   const std::vector<int>& path(FlowId id) const;
   // What one payload byte of the flow takes of resource r on its path.
-  double use(const Flow& f, int r) const { return topo_.is_memory(r) ? 1.0 : f.wire; }
+  double use(const Flow& f, int r) const {
+    return topo_.is_memory(r) ? 1.0 : topo_.is_network(r) ? f.network_wire : f.wire;
+  }
   void settle(Flow& f);
   void activate(FlowId id);
   std::vector<FlowId> component(const std::vector<int>& seeds);

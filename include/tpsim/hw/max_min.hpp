@@ -13,12 +13,11 @@ namespace tpsim {
 std::vector<double> max_min_rates(const std::vector<std::vector<int>>& paths, std::vector<double> capacity,
                                   const std::vector<double>& cap, const std::vector<double>& weight = {});
 
-// The same where a flow puts more on some resources than its payload: `wire[i]` is what one
-// payload byte of flow i takes of each resource with `on_wire[r]` set (a link carrying a
-// protocol's overhead besides the payload); of the others (the memory at either end) it takes
-// one. The rates returned are payload rates.
+// The same where a flow puts more on some resources than its payload: `use` holds, flow after
+// flow in path order, what one payload byte takes of each resource on the flow's path (a link
+// carrying a protocol's overhead besides the payload takes more than one; the memory at either
+// end, one). The rates returned are payload rates.
 std::vector<double> max_min_rates_on_wire(const std::vector<std::vector<int>>& paths, std::vector<double> capacity,
-                                          const std::vector<double>& cap, const std::vector<double>& wire,
-                                          const std::vector<char>& on_wire);
+                                          const std::vector<double>& cap, const std::vector<double>& use);
 
 }  // namespace tpsim

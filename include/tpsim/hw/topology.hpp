@@ -35,6 +35,9 @@ class Topology {
   // A GPU's HBM rather than a link: it sees a transfer's payload only, never the
   // protocol's overhead on the wire.
   bool is_memory(int resource) const { return first_memory_ >= 0 && resource >= first_memory_; }
+  // A NIC between nodes rather than NVLink or PCIe: a protocol's overhead on it is its
+  // own (RDMA carries Simple's chunks whole; see nccl_network_payload_share).
+  bool is_network(int resource) const { return network_[static_cast<std::size_t>(resource)] != 0; }
   const Route& route(int src, int dst) const { return routes_[static_cast<std::size_t>(src * gpus_ + dst)]; }
   // The narrowest resource on the route: what one transfer alone can reach.
   double route_capacity(int src, int dst) const;
@@ -46,7 +49,7 @@ class Topology {
   double egress_capacity(int gpu) const;
 
  private:
-  int add(const std::string& name, double capacity);
+  int add(const std::string& name, double capacity, bool network = false);
   void build_switched_nodes(const FabricSpec& spec);  // "switch" and "multi_node"
   void build_pairs(const FabricSpec& spec);
   void build_ring(const FabricSpec& spec);
@@ -57,6 +60,7 @@ class Topology {
   int first_memory_ = -1;  // HBM resources come after every link
   std::vector<double> capacity_;
   std::vector<std::string> names_;
+  std::vector<char> network_;
   std::vector<Route> routes_;
 };
 
