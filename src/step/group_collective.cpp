@@ -18,16 +18,17 @@ int channels_for(const NcclProtocol& p, double bytes, int max_channels) {
   return static_cast<int>(std::clamp(std::floor(bytes / (p.threads * p.channel_threshold)), 1.0, static_cast<double>(max_channels)));
 }
 
-// The payload rate of a ring's members. Across nodes NCCL's channels leave each node from a
-// different member (as the simulator runs them), so of what a member sends 1/p goes out
-// through its NIC and (p-1)/p over NVLink, p members a node; each tier carries its own
-// share of the protocol's overhead (nccl_network_payload_share).
-double ring_payload_rate(const GroupLayout& g, double nvlink, double nic, const NcclProtocol& p, const NcclSpec& nccl) {
+// The payload rate of a ring's (or a tree's) members; each tier carries its own share of the
+// protocol's overhead (nccl_network_payload_share). Across nodes a ring's channels leave each
+// node from a different member (as the simulator runs them), so of what a member sends 1/p
+// goes out through its NIC and (p-1)/p over NVLink, p members a node; a tree's chain inside a
+// node passes everything over NVLink.
+double payload_rate(const GroupLayout& g, double nvlink, double nic, const NcclProtocol& p, const NcclSpec& nccl, bool ring) {
   const double over_nvlink = nvlink * p.bandwidth_efficiency;
   if (!g.crosses_nodes()) return over_nvlink;
   const double over_nics = g.per_node * nic * nccl_network_payload_share(p, nccl);
   if (g.per_node < 2) return over_nics;
-  return std::min(over_nvlink * g.per_node / (g.per_node - 1), over_nics);
+  return std::min(ring ? over_nvlink * g.per_node / (g.per_node - 1) : over_nvlink, over_nics);
 }
 
 Tick latency_of(const NetLatency* net, bool tree) {
@@ -71,7 +72,7 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     const int n = g.ranks;
     const bool all_reduce = op == GroupOp::all_reduce;
     const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather
-    const double bus = ring_payload_rate(g, nvlink, nic, p, hw.nccl);
+    const double bus = payload_rate(g, nvlink, nic, p, hw.nccl, true);
     const double wire = passes * buffer_bytes * (n - 1) / n;
     const int steps = passes * (n - 1), inter = across ? passes * (g.nodes - 1) : 0;
     const Tick ring_lat = hw.nccl.ring_startup + p.base_latency + static_cast<Tick>(steps - inter) * p.step_latency +
@@ -91,7 +92,8 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
       const Tick depth = static_cast<Tick>(std::ceil(std::log2(static_cast<double>(g.nodes))));
       const Tick tree_lat = hw.nccl.ring_startup + p.base_latency +
                             2 * (static_cast<Tick>(g.per_node - 1) * p.step_latency + depth * latency_of(net, true));
-      const Tick tree = tree_lat + duration_for(2 * buffer_bytes, bus * hw.cluster.tree_bandwidth_ratio);
+      const Tick tree = tree_lat + duration_for(2 * buffer_bytes, payload_rate(g, nvlink, nic, p, hw.nccl, false) *
+                                                                       hw.cluster.tree_bandwidth_ratio);
       if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes}, ring_floor = 0;
     }
   }
