@@ -19,17 +19,18 @@ double nvls_bytes_per_rank(double buffer_bytes, int ranks) { return buffer_bytes
 // (src/graph/tuning.cc: bwIntra * nvlsEfficiency * (nChannels - 1) / nChannels).
 double nvls_efficiency(const NvlsSpec& n) { return n.efficiency * (n.channels - 1) / n.channels; }
 
-// NVLS and the NVLS tree run NCCL's Simple protocol only.
-const NcclProtocol& simple_protocol(const NcclSpec& nccl) {
+// NVLS, the NVLS tree and CollNet run NCCL's Simple protocol only.
+const NcclProtocol& simple_protocol(const HardwareSpec& hw) { return nccl_simple_protocol(hw.nccl); }
+}  // namespace
+
+const NcclProtocol& nccl_simple_protocol(const NcclSpec& nccl) {
   for (const NcclProtocol& p : nccl.protocols)
     if (p.name == "Simple") return p;
   throw std::logic_error("no NCCL Simple protocol (the hardware loader requires it)");
 }
-const NcclProtocol& simple_protocol(const HardwareSpec& hw) { return simple_protocol(hw.nccl); }
-}  // namespace
 
 double nccl_network_payload_share(const NcclProtocol& proto, const NcclSpec& nccl) {
-  return std::min(1.0, proto.bandwidth_efficiency / simple_protocol(nccl).bandwidth_efficiency);
+  return std::min(1.0, proto.bandwidth_efficiency / nccl_simple_protocol(nccl).bandwidth_efficiency);
 }
 
 Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer_bytes, int ranks, double link_bytes_per_ps) {
@@ -125,6 +126,32 @@ CollectivePlan plan_nvls_tree(double buffer_bytes, NodeSpread spread, const Hard
   plan.nic_bytes_per_rank = nvls_tree_nic_bytes(buffer_bytes, spread.per_node, spread.nodes);
   plan.nic_efficiency = nccl_network_payload_share(simple_protocol(hw), hw.nccl);
   return plan;
+}
+
+bool collnet_applies(CollectiveKind kind, NodeSpread spread, const HardwareSpec& hw) {
+  // NCCL keeps CollNetDirect to nodes on an NVSwitch (tuning.cc: nvsCount == 0 disables it).
+  const bool nvswitch = hw.fabric.topology == "switch" || hw.fabric.topology == "multi_node";
+  return kind == CollectiveKind::all_reduce && spread.nodes >= 2 && nvswitch && hw.cluster.sharp.present();
+}
+
+Tick collnet_direct_estimate(double buffer_bytes, int per_node, const HardwareSpec& hw, double nic_bytes_per_ps) {
+  const NcclProtocol& simple = simple_protocol(hw);
+  const double p = static_cast<double>(per_node);
+  const Tick in_node = duration_for(2 * buffer_bytes * (p - 1) / p, hw.fabric.nvlink.bytes_per_ps * simple.bandwidth_efficiency);
+  const Tick across = duration_for(buffer_bytes / p, nic_bytes_per_ps);  // Simple's chunks cross whole
+  return hw.nccl.ring_startup + 2 * simple.step_latency + hw.cluster.sharp.latency + std::max(in_node, across);
+}
+
+bool nvls_collnet_applies(CollectiveKind kind, NodeSpread spread, const HardwareSpec& hw) {
+  return kind == CollectiveKind::all_reduce && spread.nodes >= 2 && hw.nccl.nvls.present() && spread.per_node >= hw.nccl.nvls.min_ranks &&
+         hw.cluster.sharp.present() && hw.cluster.sharp.nvls_latency > 0;
+}
+
+Tick nvls_collnet_estimate(double buffer_bytes, int per_node, const HardwareSpec& hw, double nic_bytes_per_ps) {
+  const Tick in_node =
+      duration_for(nvls_bytes_per_rank(buffer_bytes, per_node), hw.fabric.nvlink.bytes_per_ps * nvls_efficiency(hw.nccl.nvls));
+  const Tick across = duration_for(buffer_bytes / per_node, nic_bytes_per_ps);
+  return hw.nccl.ring_startup + hw.nccl.nvls.latency + hw.cluster.sharp.nvls_latency + std::max(in_node, across);
 }
 
 CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,

@@ -183,6 +183,15 @@ ClusterSpec parse_cluster(const ObjectReader& r, const NcclSpec& nccl) {
     c.net_latency.push_back({p.name, Quantities(one).time("ring"), Quantities(one).time("tree"),
                              one.has("nvls_tree") ? Quantities(one).time("nvls_tree") : 0});
   }
+  if (r.has("sharp")) {
+    const ObjectReader sharp = r.object("sharp", {"latency", "nvls_latency"});
+    const Quantities sq(sharp);
+    c.sharp.latency = sq.time("latency");
+    if (c.sharp.latency <= 0) fail_at(sharp.child_path("latency"), "must be positive");
+    if (nccl.nvls.present() && !sharp.has("nvls_latency"))
+      fail_at(sharp.path(), "needs \"nvls_latency\" (nccl.nvls is present: NCCL runs NVLS across nodes on SHARP)");
+    if (sharp.has("nvls_latency")) c.sharp.nvls_latency = sq.time("nvls_latency");
+  }
   return c;
 }
 
@@ -212,10 +221,11 @@ FabricSpec parse_fabric(const ObjectReader& r) {
 }
 
 // A hardware file may start from another ("base": "h100_sxm") and override
-// sections of it: objects merge key by key, anything else replaces.
+// sections of it: objects merge key by key, null removes a key, anything else replaces.
 void merge_into(Json& target, const Json& patch) {
   for (const auto& [key, value] : patch.items()) {
-    if (value.is_object() && target.contains(key) && target[key].is_object()) merge_into(target[key], value);
+    if (value.is_null()) target.erase(key);
+    else if (value.is_object() && target.contains(key) && target[key].is_object()) merge_into(target[key], value);
     else target[key] = value;
   }
 }
@@ -335,7 +345,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   }
 
   if (root.has("cluster"))
-    hw.cluster = parse_cluster(root.object("cluster", {"nic", "nodes_per_leaf", "oversubscription", "tree_bandwidth_ratio", "nccl_net_latency"}),
+    hw.cluster = parse_cluster(root.object("cluster", {"nic", "nodes_per_leaf", "oversubscription", "tree_bandwidth_ratio", "nccl_net_latency", "sharp"}),
                                hw.nccl);
 
   const ObjectReader bar = root.object("barrier", {"latency", "threads", "registers_per_thread"});

@@ -26,6 +26,7 @@ SoftwareChoices parse_software(const ObjectReader& r) {
     sw.op_issue = *issue;
   }
   sw.nccl_nvls = r.optional_bool("nccl_nvls").value_or(true);
+  sw.nccl_collnet = r.optional_bool("nccl_collnet").value_or(false);
   return sw;
 }
 
@@ -101,11 +102,15 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
   } else {
     s.variants = workload_kind(s.workload).variants(s.workload);
   }
-  if (root.has("software")) s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls"}));
+  if (root.has("software"))
+    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));
   if (!s.software.nccl_nvls) s.hardware.nccl.nvls = {};
+  if (s.software.nccl_collnet && !s.hardware.cluster.sharp.available())
+    fail_at("$.software.nccl_collnet", fmt::format("hardware {} has no in-network reduction between nodes (cluster.sharp)", s.hardware.name));
+  s.hardware.cluster.sharp.enabled = s.software.nccl_collnet;
   s.notes = workload_kind(s.workload).check_hardware(s, root.has("variants"));
   return s;
 }

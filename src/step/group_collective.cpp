@@ -98,10 +98,22 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     }
   }
   // NVLS tree: an all-reduce across nodes with two or more members in each, on nodes with NVLS.
-  if (op == GroupOp::all_reduce && nvls_tree_applies(CollectiveKind::all_reduce, NodeSpread{g.per_node, g.nodes, g.per_node}, hw)) {
+  const NodeSpread spread{g.per_node, g.nodes, g.per_node};
+  if (op == GroupOp::all_reduce && nvls_tree_applies(CollectiveKind::all_reduce, spread, hw)) {
     const Tick t = hw.nccl.ring_startup + nvls_tree_estimate(buffer_bytes, g.per_node, g.nodes, hw, nic);
     if (t < best.time)
       best = {t, "nvls_tree", "Simple", hw.nccl.nvls.channels, best.tier, nvls_tree_nic_bytes(buffer_bytes, g.per_node, g.nodes)};
+  }
+  // CollNet (the switches reduce; the scenario's nccl_collnet): each member's 1/p slice crosses
+  // its NIC once each way, where a ring's bytes cross 2(n-1)/n times.
+  if (op == GroupOp::all_reduce && collnet_applies(CollectiveKind::all_reduce, spread, hw)) {
+    const Tick t = collnet_direct_estimate(buffer_bytes, g.per_node, hw, nic);
+    const int ch = channels_for(nccl_simple_protocol(hw.nccl), buffer_bytes, hw.nccl.max_channels);
+    if (t < best.time) best = {t, "collnet_direct", "Simple", ch, best.tier, buffer_bytes / g.per_node};
+  }
+  if (op == GroupOp::all_reduce && nvls_collnet_applies(CollectiveKind::all_reduce, spread, hw)) {
+    const Tick t = nvls_collnet_estimate(buffer_bytes, g.per_node, hw, nic);
+    if (t < best.time) best = {t, "nvls_collnet", "Simple", hw.nccl.nvls.channels, best.tier, buffer_bytes / g.per_node};
   }
   // NVLS: an all-reduce inside one NVSwitch node, where the hardware has it.
   if (op == GroupOp::all_reduce && nvls_applies(CollectiveKind::all_reduce, g.ranks, !across, hw)) {

@@ -96,11 +96,26 @@ double nvls_tree_nic_bytes(double buffer_bytes, int per_node, int nodes);
 // `nic_bytes_per_rank` and `nic_efficiency` what each member sends across nodes.
 CollectivePlan plan_nvls_tree(double buffer_bytes, NodeSpread spread, const HardwareSpec& hw);
 
+// NCCL's CollNet all-reduce across nodes on switches that reduce in the network (SHARP;
+// src/graph/tuning.cc and src/device/all_reduce.h, NCCL 2.18-2.21). Each of a node's p members
+// takes a 1/p slice: reduced inside the node, sent up the switch tree once through the member's
+// own NIC, the reduced slice received back and spread inside the node again; the two tiers
+// pipeline. CollNetDirect (NVSwitch nodes) moves the slices over NVLink directly, 2(p-1)/p of
+// the buffer each way in Simple's chunks; NVLS with CollNet lets the NVSwitch reduce and
+// multicast, as NVLS inside one node. `nic_bytes_per_ps`: one member's NIC rate.
+bool collnet_applies(CollectiveKind kind, NodeSpread spread, const HardwareSpec& hw);
+Tick collnet_direct_estimate(double buffer_bytes, int per_node, const HardwareSpec& hw, double nic_bytes_per_ps);
+bool nvls_collnet_applies(CollectiveKind kind, NodeSpread spread, const HardwareSpec& hw);
+Tick nvls_collnet_estimate(double buffer_bytes, int per_node, const HardwareSpec& hw, double nic_bytes_per_ps);
+
 // The algorithm NCCL picks, by its estimate, for a collective of `ranks` ranks laid out
 // as `spread` (NVLS inside one node; the NVLS tree across nodes with two or more per node;
 // else a ring). `nic_bytes_per_ps`: one GPU's route to its peer in another node.
 CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,
                                double link_bytes_per_ps, NodeSpread spread = {}, double nic_bytes_per_ps = 0);
+
+// NCCL's Simple protocol (the hardware loader requires it).
+const NcclProtocol& nccl_simple_protocol(const NcclSpec& nccl);
 
 // The payload's share of what a protocol puts on a NIC between nodes. `bandwidth_efficiency`
 // is its share on NVLink, where SMs store 128-byte payloads with their own overhead; over

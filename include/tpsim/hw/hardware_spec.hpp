@@ -88,12 +88,25 @@ struct NetLatency {
   Tick nvls_tree_step = 0;  // Simple only, with NVLS: per level of the NVLS tree (hwLat NET, NVLSTree)
 };
 
+// In-network reduction (NVIDIA SHARP) in the switches between nodes: NCCL's CollNet
+// all-reduce sends each GPU's 1/p slice of a node's buffer up the switch tree once and
+// gets the reduced slice back, where a ring crosses the network 2(n-1)/n times. NCCL uses
+// it only when asked (NCCL_COLLNET_ENABLE, off by default): a scenario's nccl_collnet.
+struct SharpSpec {
+  Tick latency = 0;       // the switch tree's reduction, up and down (NCCL hwLat NET, CollNetDirect)
+  Tick nvls_latency = 0;  // the same under NVLS across nodes (hwLat NET, NVLS); 0 without NVLS
+  bool enabled = false;   // NCCL's CollNet switched on
+  bool available() const { return latency > 0; }
+  bool present() const { return available() && enabled; }
+};
+
 struct ClusterSpec {
   LinkSpec nic;                 // one NIC per GPU, per direction, payload rate
   int nodes_per_leaf = 0;       // nodes whose NICs meet in one switch layer (a rail-optimized unit, a fat tree's leaf)
   double oversubscription = 1;  // bandwidth divisor for traffic between such units
   double tree_bandwidth_ratio = 0;  // NCCL's tree all-reduce bus bandwidth relative to a ring's
   std::vector<NetLatency> net_latency;
+  SharpSpec sharp;
   bool present() const { return nic.present(); }
   const NetLatency* latency_for(const std::string& protocol) const {
     for (const auto& l : net_latency)

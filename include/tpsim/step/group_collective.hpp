@@ -34,7 +34,7 @@ struct PerTier {
 
 struct GroupCollectiveCost {
   Tick time = 0;
-  std::string algorithm;  // "ring" | "tree" | "nvls" | "nvls_tree" | "p2p" | "deepep" | "none"
+  std::string algorithm;  // "ring" | "tree" | "nvls" | "nvls_tree" | "collnet_direct" | "nvls_collnet" | "p2p" | "deepep" | "none"
   std::string protocol;
   int channels = 0;       // SMs the kernel holds (one block per channel)
   LinkTier tier = LinkTier::nvlink;

@@ -64,6 +64,9 @@ struct SoftwareChoices {
   HostIssue op_issue = HostIssue::compiled;
   // Whether NCCL may use NVLink SHARP (NCCL_NVLS_ENABLE) where the hardware has it.
   bool nccl_nvls = true;
+  // Whether NCCL may reduce in the network's switches (CollNet, NCCL_COLLNET_ENABLE with the
+  // SHARP plugin) where the cluster has it; NCCL's default is off.
+  bool nccl_collnet = false;
 };
 
 struct Scenario {
