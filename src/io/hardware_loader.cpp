@@ -187,7 +187,6 @@ ClusterSpec parse_cluster(const ObjectReader& r, const NcclSpec& nccl) {
     const ObjectReader sharp = r.object("sharp", {"latency", "nvls_latency"});
     const Quantities sq(sharp);
     c.sharp.latency = sq.time("latency");
-    if (c.sharp.latency <= 0) fail_at(sharp.child_path("latency"), "must be positive");
     if (nccl.nvls.present() && !sharp.has("nvls_latency"))
       fail_at(sharp.path(), "needs \"nvls_latency\" (nccl.nvls is present: NCCL runs NVLS across nodes on SHARP)");
     if (sharp.has("nvls_latency")) c.sharp.nvls_latency = sq.time("nvls_latency");
