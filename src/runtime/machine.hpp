@@ -88,7 +88,7 @@ class Machine {
   void run_nvls_tree(const std::vector<OpId>& members, const CollectivePlan& plan);
   void run_sendrecv(const std::vector<OpId>& members, const NcclProtocol& proto);
   void run_fused_round(const std::vector<OpId>& members, const GemmPlan& plan, int grid, int round);
-  // Starts each transfer, its payload `efficiency` of what it puts on the links; calls
+  // Starts each transfer, its payload `share` of what it puts on NVLink and on a NIC; calls
   // `done` once every one has landed (at once if none).
   void move_all(std::vector<std::pair<std::pair<int, int>, double>> transfers, PayloadShare share,
                 std::function<void()> done);

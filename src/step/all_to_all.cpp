@@ -162,6 +162,9 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
         sent += traffic.bytes(i, j) * (traffic.node_forwarding && i / per_node != j / per_node ? traffic.network_fraction : 1.0);
     busiest_send = std::max(busiest_send, sent);
   }
+  // Inside a node every link is NVLink and scales with a protocol's efficiency alike, so the
+  // links are solved once; across nodes NVLink and the NICs take different shares.
+  const double nvlink_ps = across ? 0 : all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps, 0, hw.cluster.oversubscription);
   const auto priced = [&](const NcclProtocol& p) {
     Tick lat = p.base_latency + p.step_latency;  // one hop to every peer at once
     if (across) {
@@ -169,9 +172,9 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
       if (!net) throw std::logic_error("cluster network latency missing for a protocol");
       lat = p.base_latency + net->ring_step;
     }
-    // NVLink and the NICs each carry their own share of the protocol's overhead.
-    const double ps = std::ceil(all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps * p.bandwidth_efficiency,
-                                                       nic * nccl_network_payload_share(p, hw.nccl), hw.cluster.oversubscription));
+    const double ps = std::ceil(across ? all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps * p.bandwidth_efficiency,
+                                                                nic * nccl_network_payload_share(p, hw.nccl), hw.cluster.oversubscription)
+                                       : nvlink_ps / p.bandwidth_efficiency);
     if (!(ps < static_cast<double>(kTickMax - lat))) throw std::overflow_error("all-to-all time past the tick range");
     return lat + static_cast<Tick>(ps);
   };
