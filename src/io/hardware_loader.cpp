@@ -361,7 +361,10 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   const ObjectReader red = root.object("reduction", {"aten_sum", "triton"});
   for (ReductionKernel k : {ReductionKernel::aten_sum, ReductionKernel::triton}) {
     const std::string name(reduction_kernel_name(k));
-    hw.reduction.sm_bytes_per_ps[static_cast<int>(k)] = Quantities(red.object(name, {"sm_bandwidth"})).get("sm_bandwidth", "bandwidth");
+    const ObjectReader kernel = red.object(name, {"sm_bandwidth", "sm_output_bandwidth"});
+    hw.reduction.sm_bytes_per_ps[static_cast<int>(k)] = Quantities(kernel).get("sm_bandwidth", "bandwidth");
+    if (kernel.has("sm_output_bandwidth"))
+      hw.reduction.sm_output_bytes_per_ps[static_cast<int>(k)] = Quantities(kernel).get("sm_output_bandwidth", "bandwidth");
   }
 
   const ObjectReader at = root.object("attention", {"forward_efficiency", "backward_efficiency", "block_rows",

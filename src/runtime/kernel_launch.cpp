@@ -61,12 +61,12 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
 }
 
 void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
-  const ElementwisePlan plan = plan_elementwise((r.inputs + 1) * r.out_bytes, hw_);
+  const ElementwisePlan plan = plan_reduction(r.inputs, r.out_bytes, hw_);
   if (tl_.detailed) tl_.details[id] = fmt::format("{} of {} partials, {} blocks", reduction_kernel_name(r.kernel), r.inputs, plan.blocks);
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  req.block_work = [work = reduction_block_work(plan, r.kernel, hw_)] { return work; };
+  req.block_work = [work = reduction_block_work(plan, r.kernel, r.inputs, hw_)] { return work; };
 }
 
 void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req) {

@@ -26,8 +26,12 @@ Measurement row(const std::string& kind, std::int64_t m, std::int64_t n, std::in
   return parse_measurements(Json::parse(j), "test.json").front();
 }
 
-double one(std::int64_t m, std::int64_t n, std::int64_t k) { return predict_us(row("gemm", m, n, k), test::h100()); }
-double pair(std::int64_t m, std::int64_t n, std::int64_t k) { return predict_us(row("gemm_pair", m, n, k), test::h100()); }
+double one(std::int64_t m, std::int64_t n, std::int64_t k, const HardwareSpec& hw = test::h100()) {
+  return predict_us(row("gemm", m, n, k), hw);
+}
+double pair(std::int64_t m, std::int64_t n, std::int64_t k, const HardwareSpec& hw = test::h100()) {
+  return predict_us(row("gemm_pair", m, n, k), hw);
+}
 
 }  // namespace
 
@@ -67,11 +71,14 @@ TEST_CASE("a GEMM row keeps the vendor kernel that ran it, and other kinds refus
 TEST_CASE("two GEMMs that fill the GPU take twice one, and two of a few tiles each run side by side", "[measurement][gemm]") {
   // 8192^3: every SM busy for many waves, so the second waits for SMs: the work adds up.
   CHECK(pair(8192, 8192, 8192) == Approx(2 * one(8192, 8192, 8192)).epsilon(0.03));
-  // 128 x 1024 x 512: a few tiles, too shallow to split K; both fit on the SMs at once, so the
-  // pair takes barely longer than one (the second launch's stagger).
-  const GemmPlan plan = plan_gemm(GemmProblem{128, 1024, 512, Dtype::bf16}, test::h100());
-  REQUIRE(plan.blocks * 2 <= test::h100().sm.count);
-  CHECK(pair(128, 1024, 512) < 1.3 * one(128, 1024, 512));
+  // 128 x 1024 x 512 with 128x256 tiles only: four tiles, too shallow to split K; both fit on
+  // the SMs at once, so the pair takes barely longer than one (the second launch's stagger).
+  // (The shipped model's odd tiles fill the SMs even here: then the pair shares them.)
+  HardwareSpec big_tiles = test::h100();
+  std::erase_if(big_tiles.gemm.tiles, [](const GemmTile& t) { return !(t.m == 128 && t.n == 256) && t.serves(Dtype::bf16); });
+  const GemmPlan plan = plan_gemm(GemmProblem{128, 1024, 512, Dtype::bf16}, big_tiles);
+  REQUIRE(plan.blocks * 2 <= big_tiles.sm.count);
+  CHECK(pair(128, 1024, 512, big_tiles) < one(128, 1024, 512, big_tiles) + to_us(big_tiles.launch.host_overhead) + 0.5);
   // Never faster than one alone, never slower than two in a row (they only share).
   for (const auto& [m, n, k] : {std::tuple{64, 6656, 16384}, {256, 4096, 14336}, {1024, 3584, 8192}, {512, 512, 4096}}) {
     INFO(m << "x" << n << "x" << k);

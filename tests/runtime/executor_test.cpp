@@ -144,7 +144,9 @@ TEST_CASE("How ops are issued: eager PyTorch makes the host the critical path fo
   CHECK(eager_m.critical_path.by_kind.at("host") > 0.8 * eager_m.critical_path.by_kind.at("elementwise"));
   CHECK(compiled < eager);
   CHECK(graph < compiled);
-  CHECK((graph_m.critical_path.by_kind.count("host") == 0 || graph_m.critical_path.by_kind.at("host") < ticks_from_us(2)));
+  // A graph costs the host one launch, not one per op.
+  CHECK((graph_m.critical_path.by_kind.count("host") == 0 ||
+         graph_m.critical_path.by_kind.at("host") <= h100().launch.host_overhead + ticks_from_us(0.1)));
   // Enqueued before the GPU got there: no host time at all, but every kernel still pays
   // a stream launch's device latency, which a graph shortens.
   const auto [enqueued, enqueued_m] = run(HostIssue::enqueued);

@@ -16,7 +16,14 @@ namespace tpsim {
 std::string_view reduction_kernel_name(ReductionKernel k);
 std::optional<ReductionKernel> parse_reduction_kernel(std::string_view s);
 
-// One block's work: its SM processes at most the kernel's rate per SM, shared by the blocks on it.
-BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kernel, const HardwareSpec& hw);
+// The grid of a sum of `partials` stacked inputs of `out_bytes` each: blocks are sized by
+// the outputs they write (ATen's reduce kernel: 128 threads, 4 outputs a thread), so a
+// small sum still spreads over every SM.
+ElementwisePlan plan_reduction(int partials, double out_bytes, const HardwareSpec& hw);
+
+// One block's work: its SM's instructions take the block's traffic at the kernel's rate per
+// SM plus, where the kernel pays per output element, its output at the output rate (both
+// shared by the blocks on the SM); the bytes stream from HBM meanwhile.
+BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kernel, int partials, const HardwareSpec& hw);
 
 }  // namespace tpsim

@@ -189,6 +189,9 @@ constexpr int kReductionKernels = 2;
 
 struct ReductionSpec {
   std::array<double, kReductionKernels> sm_bytes_per_ps{};  // bytes read + written per SM, indexed by ReductionKernel
+  // Bytes of the sum one SM writes per ps where the kernel's cost is per output element
+  // (its loop, index math and store), whatever the partials; 0 where no such bound is known.
+  std::array<double, kReductionKernels> sm_output_bytes_per_ps{};
 };
 
 struct HardwareSpec {

@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""Op-level measurements of what eager PyTorch runs on one GPU, as a tpsim measurement file.
+
+Each row is one op as PyTorch issues it (torch.mm / torch._scaled_mm with cuBLAS's own kernel
+choice, torch.sum over stacked partials, Tensor.copy_, scaled_dot_product_attention's flash
+kernels), timed by the profiler (CUPTI kernel records: device time only, no launch gaps), the
+median over the repeats; the kernel that ran is kept in "kernel". Nothing here is a decomposed
+op or a layer: `tpsim calibrate` may fit these rows, `tpsim validate` checks a model on them.
+
+    python3 tools/torch_op_bench.py --hardware h100_sxm -o measured.json [--quick]
+
+Needs PyTorch with CUDA and one GPU; exits 3 with one line when there is none.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("-o", "--output", required=True, help="measurement file to write (atomically)")
+    p.add_argument("--hardware", required=True, help="tpsim hardware model the GPU is (h100_sxm, h200, ...)")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--settle", type=float, default=0.2, help="seconds of back-to-back calls before timing (default 0.2)")
+    p.add_argument("--quick", action="store_true", help="a few rows of each kind (a smoke test)")
+    p.add_argument("--kineto", help="also write a Kineto trace (record_shapes) of a few GEMMs here")
+    return p.parse_args()
+
+
+def write_atomic(path, text):
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def not_flush(name):
+    return "FillFunctor" not in name
+
+
+class Bench:
+    def __init__(self, torch, args):
+        self.torch = torch
+        self.args = args
+        self.rows = []
+        self.failed = []
+
+    def flushed(self, op):
+        """op after overwriting a buffer larger than L2, so its operands come from HBM, not from
+        the last call's L2 lines; the fill kernel is left out of the timing (keep=not_flush)."""
+        if not hasattr(self, "flush_buffer"):
+            l2 = self.torch.cuda.get_device_properties(0).L2_cache_size
+            self.flush_buffer = self.torch.empty(4 * l2, device="cuda", dtype=self.torch.uint8)
+
+        def fn():
+            self.flush_buffer.fill_(1)
+            op()
+        return fn
+
+    def kernels(self, fn, repeat):
+        """The CUDA kernels and memcpys `repeat` calls of fn ran: (name, start us, end us), by start."""
+        torch = self.torch
+        # Warm up for --settle seconds of back-to-back calls at least: under load an H100's
+        # clock falls to what its power limit allows within milliseconds, and a training
+        # step runs at that clock, not at an idle GPU's boost.
+        t_end = time.time() + self.args.settle
+        calls = 0
+        while calls < self.args.warmup or time.time() < t_end:
+            fn()
+            calls += 1
+            if calls % 8 == 0:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        acts = [torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
+        with torch.profiler.profile(activities=acts) as prof:
+            for _ in range(repeat):
+                fn()
+            torch.cuda.synchronize()
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                trace = json.load(f)
+        finally:
+            os.unlink(path)
+        out = []
+        for e in trace.get("traceEvents", []):
+            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+                out.append((e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+        out.sort(key=lambda x: x[1])
+        return out
+
+    def per_call(self, fn, repeat=None, keep=None, overlap=False):
+        """Median device time of one call and the name of its longest kernel.
+
+        Calls run one after another on the GPU; each call's kernels are summed (a split-K
+        GEMM's reduction kernel counts), or with overlap=True timed first start to last end."""
+        repeat = repeat or self.args.repeat
+        ks = self.kernels(fn, repeat)
+        if keep:
+            ks = [k for k in ks if keep(k[0])]
+        if not ks:
+            raise RuntimeError("no kernel ran")
+        per = len(ks) // repeat
+        if per == 0 or (len(ks) % repeat and overlap):
+            raise RuntimeError(f"{len(ks)} kernels for {repeat} calls")
+        if len(ks) % repeat:  # an extra kernel (a workspace memset, say): the mean, not the median
+            return sum(k[2] - k[1] for k in ks) / repeat, max(ks, key=lambda k: k[2] - k[1])[0], per
+        times = []
+        for i in range(repeat):
+            call = ks[i * per:(i + 1) * per]
+            if overlap:
+                times.append(max(k[2] for k in call) - min(k[1] for k in call))
+            else:
+                times.append(sum(k[2] - k[1] for k in call))
+        longest = max(ks[:per], key=lambda k: k[2] - k[1])[0]
+        return statistics.median(times), longest, per
+
+    def add(self, row, fn, **kw):
+        try:
+            us, kernel, per = self.per_call(fn, **kw)
+        except Exception as e:  # one bad shape must not lose the others
+            self.failed.append({"name": row.get("name", row["kind"]), "error": str(e)[:300]})
+            print(f"  FAILED {row.get('name', row['kind'])}: {str(e)[:200]}", flush=True)
+            return
+        row["time_us"] = round(us, 3)
+        if row["kind"] in ("gemm", "gemm_pair"):
+            row["kernel"] = kernel + (f" (+{per - 1} more kernels a call)" if per > 1 and row["kind"] == "gemm" else "")
+        self.rows.append(row)
+        print(f"  {row.get('name', row['kind'])}: {us:.2f} us  [{kernel[:90]}]", flush=True)
+
+
+def gemm_rows(b, torch, quick):
+    dev = "cuda"
+    shapes = {"bf16": [], "fp32": [], "fp8": []}
+    # Wave staircase at N = K = 8192 and the K sweep (what microbench measures).
+    for m in (512, 1024, 2048, 4096, 4224, 4352, 6144, 8192, 8448):
+        shapes["bf16"].append((m, 8192, 8192))
+    for k in (256, 512, 1024, 2048, 8192, 16384):
+        shapes["bf16"].append((4096, 4096, k))
+    # Async TP's per-shard submatmuls and their whole-M baselines (kraken's benchmark widths,
+    # Llama 3 70B's FFN under TP 8).
+    for (n, k) in ((6656, 4096), (6656, 8192), (6656, 16384), (4096, 14336), (3584, 8192), (8192, 3584)):
+        for m in (64, 128, 256, 512, 1024, 2048, 4096):
+            shapes["bf16"].append((m, n, k))
+    for m in (1, 16, 32, 64, 128, 256, 8192):
+        shapes["bf16"].append((m, 8192, 8192))
+    # fp32 (TF32 off, PyTorch's default): small M falls with M or not? kraken's fp32 shards.
+    for k in (4096, 8192, 16384, 32768):
+        for m in (16, 32, 64, 128, 256):
+            shapes["fp32"].append((m, 6656, k))
+    for s in (1024, 2048, 4096, 8192):
+        shapes["fp32"].append((s, s, s))
+    for m in (512, 1024, 2048):
+        shapes["fp32"].append((m, 6656, 8192))
+    # Linear layers of Llama 3 8B (TP 1) and 70B under TP 8 (QKV, output, gate+up, down) over
+    # the token counts a step or a shard gives them.
+    for (n, k) in ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336),
+                   (1280, 8192), (8192, 1024), (7168, 8192), (8192, 3584)):
+        for m in (384, 768, 1536, 3072, 6144, 8192, 16384):
+            shapes["bf16"].append((m, n, k))
+            if m in (768, 3072, 16384):
+                shapes["fp8"].append((m, n, k))
+    for m in (1, 8, 16, 24, 32, 48, 64, 96, 128, 192):
+        shapes["fp32"].append((m, 8192, 8192))
+    # fp8 (e4m3 x e4m3 -> bf16, tensor-wise scales, as torchao's Float8Linear runs forward).
+    for s in (2048, 4096, 8192):
+        shapes["fp8"].append((s, s, s))
+    for (n, k) in ((4096, 14336), (14336, 4096), (8192, 28672), (28672, 8192), (6656, 16384)):
+        for m in (256, 1024, 8192):
+            shapes["fp8"].append((m, n, k))
+    if quick:
+        shapes = {d: v[:3] for d, v in shapes.items()}
+    src = ("this file's run ({gpu}; torch {tv}, CUDA {cv}): eager {op}, x [m,k] @ w[n,k].t() "
+           "as nn.Linear lays it out, random normal data, CUPTI kernel time, median of {r}")
+    meta = dict(gpu=torch.cuda.get_device_name(), tv=torch.__version__, cv=torch.version.cuda, r=b.args.repeat)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for dtype, lst in shapes.items():
+        for (m, n, k) in lst:
+            try:
+                if dtype == "fp8":
+                    x = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
+                    w = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn)
+                    one = torch.tensor(1.0, device=dev)
+                    fn = (lambda x=x, w=w, one=one: torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+                    op = "torch._scaled_mm (use_fast_accum off, as torchao's Float8Linear runs both gradient GEMMs)"
+                else:
+                    t = torch.bfloat16 if dtype == "bf16" else torch.float32
+                    x = torch.randn(m, k, device=dev, dtype=t)
+                    w = torch.randn(n, k, device=dev, dtype=t)
+                    fn = (lambda x=x, w=w: torch.mm(x, w.t()))
+                    op = "torch.mm"
+            except Exception as e:
+                b.failed.append({"name": f"gemm {m}x{n}x{k} {dtype}", "error": str(e)[:300]})
+                continue
+            row = {"kind": "gemm", "name": f"gemm {m}x{n}x{k} {dtype}", "m": m, "n": n, "k": k, "dtype": dtype,
+                   "source": src.format(op=op, **meta)}
+            b.add(row, fn)
+            del x, w
+    # Two thin GEMMs at once on two streams (async TP's alternating streams), first start to last end.
+    pairs = [(m, n, k) for (n, k) in ((6656, 16384), (3584, 8192), (4096, 14336)) for m in (128, 256, 512, 1024)]
+    pairs.append((8192, 8192, 8192))
+    if quick:
+        pairs = pairs[:2]
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    for (m, n, k) in pairs:
+        x1 = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+        x2 = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+        w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+
+        def pair(x1=x1, x2=x2, w=w):
+            main = torch.cuda.current_stream()
+            s1.wait_stream(main)
+            s2.wait_stream(main)
+            with torch.cuda.stream(s1):
+                torch.mm(x1, w.t())
+            with torch.cuda.stream(s2):
+                torch.mm(x2, w.t())
+            main.wait_stream(s1)
+            main.wait_stream(s2)
+        row = {"kind": "gemm_pair", "name": f"gemm {m}x{n}x{k} bf16 x2 on two streams", "m": m, "n": n, "k": k,
+               "dtype": "bf16", "source": src.format(op="torch.mm on two streams, first start to last end", **meta)}
+        b.add(row, pair, overlap=True)
+
+
+def reduction_rows(b, torch, quick):
+    # matmul -> reduce-scatter's end: torch.sum over the stacked partials (dim 0), bf16.
+    n = 8192
+    sizes = (1, 4, 16, 64, 256) if not quick else (16,)
+    for partials in (2, 4, 8):
+        for mib in sizes:
+            rows = mib * 1048576 // (2 * n)
+            x = torch.randn(partials, rows, n, device="cuda", dtype=torch.bfloat16)
+            out = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
+            row = {"kind": "reduction", "name": f"aten sum of {partials} partials of {mib} MiB bf16",
+                   "partials": partials, "bytes": mib * 1048576, "reduction": "aten_sum",
+                   "source": f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): "
+                             f"torch.sum(x, dim=0, out=out), x [{partials}, {rows}, {n}] bf16, L2 overwritten before each "
+                             "call, CUPTI kernel time"}
+            b.add(row, b.flushed(lambda x=x, out=out: torch.sum(x, dim=0, out=out)), keep=not_flush)
+            del x, out
+
+
+def copy_rows(b, torch, quick):
+    for mib in ((1, 16, 256, 1024) if not quick else (16,)):
+        src = torch.empty(mib * 1048576, device="cuda", dtype=torch.uint8)
+        dst = torch.empty_like(src)
+        row = {"kind": "local_copy", "name": f"local copy {mib} MiB", "bytes": mib * 1048576,
+               "source": f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): "
+                         "dst.copy_(src) on one GPU (ATen's device-to-device memcpy), L2 overwritten before each "
+                         "call, CUPTI time"}
+        b.add(row, b.flushed(lambda s=src, d=dst: d.copy_(s)), keep=not_flush)
+        del src, dst
+
+
+def attention_rows(b, torch, quick):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    cases = [(2, 8192, 16, 16), (1, 8192, 32, 8), (1, 8192, 8, 1), (4, 4096, 32, 8), (8, 2048, 32, 8)]
+    if quick:
+        cases = cases[:1]
+    for (batch, seq, heads, kv) in cases:
+        for causal in (False, True):
+            q = torch.randn(batch, heads, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            k = torch.randn(batch, kv, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            v = torch.randn(batch, kv, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+            def fwd(q=q, k=k, v=v, causal=causal):
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != heads)
+            try:
+                o = fwd()
+            except Exception as e:
+                b.failed.append({"name": f"sdpa b{batch} s{seq} h{heads}/{kv}", "error": str(e)[:300]})
+                continue
+            g = torch.randn_like(o)
+
+            def bwd(o=o, g=g, q=q, k=k, v=v):
+                torch.autograd.grad(o, (q, k, v), g, retain_graph=True)
+            base = {"kind": "attention", "implementation": "flash2", "batch": batch, "seq_len": seq, "heads": heads,
+                    "kv_heads": kv, "head_dim": 128, "causal": causal, "dtype": "bf16"}
+            src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): "
+                   "F.scaled_dot_product_attention with SDPBackend.FLASH_ATTENTION (PyTorch's FlashAttention-2), "
+                   "flash kernels' CUPTI time")
+            is_flash = (lambda name: "flash" in name.lower())
+            b.add(dict(base, **{"pass": "forward", "source": src,
+                                "name": f"sdpa flash2 fwd b{batch} s{seq} h{heads}/{kv}{' causal' if causal else ''}"}),
+                  fwd, keep=is_flash, repeat=5)
+            b.add(dict(base, **{"pass": "backward", "source": src,
+                                "name": f"sdpa flash2 bwd b{batch} s{seq} h{heads}/{kv}{' causal' if causal else ''}"}),
+                  bwd, keep=is_flash, repeat=5)
+            del q, k, v, o, g
+
+
+def launch_gaps(b, torch):
+    """Device-side gap between back-to-back tiny kernels whose launches wait in the queue
+    (eager, host ahead) and inside a CUDA graph: median start-to-previous-end, us."""
+    a = torch.randn(16, device="cuda")
+    c = torch.empty_like(a)
+    big = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    out = {}
+
+    def gaps(ks):
+        tiny = [k for k in ks if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
+        g = [tiny[i + 1][1] - tiny[i][2] for i in range(len(tiny) - 1)]
+        d = [k[2] - k[1] for k in tiny]
+        return round(statistics.median(g), 3), round(statistics.median(d), 3)
+
+    def queued():
+        torch.mm(big, big)  # keeps the GPU busy while the host queues the tiny kernels
+        for _ in range(100):
+            torch.add(a, a, out=c)
+    out["queued tiny kernels: gap, duration (us)"] = gaps(b.kernels(queued, 1))
+    other = torch.cuda.Stream()
+
+    def across_streams():  # each tiny kernel waits for the previous one on the other stream
+        torch.mm(big, big)
+        main = torch.cuda.current_stream()
+        for i in range(50):
+            other.wait_stream(main)
+            with torch.cuda.stream(other):
+                torch.add(a, a, out=c)
+            main.wait_stream(other)
+            torch.add(a, a, out=c)
+    out["tiny kernels alternating streams through events: gap, duration (us)"] = gaps(b.kernels(across_streams, 1))
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.add(a, a, out=c)
+        with torch.cuda.graph(g):
+            for _ in range(100):
+                torch.add(a, a, out=c)
+    torch.cuda.current_stream().wait_stream(s)
+    out["CUDA graph tiny kernels: gap, duration (us)"] = gaps(b.kernels(g.replay, 1))
+    return out
+
+
+def clocks(torch):
+    """SM clock and power while a GEMM runs back to back (NVML), for big and thin shapes."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    except Exception as e:
+        return {"error": str(e)[:200]}
+    out = {}
+    cases = (("bf16 8192^3", torch.bfloat16, 8192, 8192, 8192), ("bf16 1024x6656x8192", torch.bfloat16, 1024, 6656, 8192),
+             ("bf16 256x6656x8192", torch.bfloat16, 256, 6656, 8192), ("fp32 4096^3", torch.float32, 4096, 4096, 4096))
+    for name, dt, m, n, k in cases:
+        x = torch.randn(m, k, device="cuda", dtype=dt)
+        w = torch.randn(n, k, device="cuda", dtype=dt)
+        flops = 2.0 * m * n * k
+        per = max(1, int(2e12 / flops))  # about 2-5 ms of work between samples
+        sm, mhz_mem, watts = [], [], []
+        t_end = time.time() + 1.5
+        while time.time() < t_end:
+            for _ in range(per):
+                torch.mm(x, w.t())
+            torch.cuda.synchronize()
+            sm.append(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM))
+            watts.append(pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0)
+        half = len(sm) // 2  # the second half: the clock has settled
+        out[name] = {"sm_mhz": round(statistics.median(sm[half:])), "watts": round(statistics.median(watts[half:]))}
+        del x, w
+    return out
+
+
+def host_costs(torch):
+    """Host time per eager op when the host, not the GPU, is the bottleneck (tiny tensors)."""
+    a = torch.randn(16, device="cuda")
+    c = torch.empty_like(a)
+    x = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    out = {}
+    for name, fn in (("eager add (out=)", lambda: torch.add(a, a, out=c)),
+                     ("eager mm 64x64x64 bf16", lambda: torch.mm(x, x)),
+                     ("event record + wait", None)):
+        if fn is None:
+            s = torch.cuda.Stream()
+            ev = torch.cuda.Event()
+
+            def fn(s=s, ev=ev):
+                ev.record()
+                s.wait_event(ev)
+        for _ in range(200):
+            fn()
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(2000):
+                fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            samples.append((t1 - t0) / 2000 * 1e6)
+        out[name] = round(statistics.median(samples), 3)
+    return out
+
+
+def main():
+    args = parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("torch_op_bench: PyTorch is not installed", file=sys.stderr)
+        return 3
+    if not torch.cuda.is_available():
+        print("torch_op_bench: no CUDA GPU", file=sys.stderr)
+        return 3
+    b = Bench(torch, args)
+    t0 = time.time()
+    props = torch.cuda.get_device_properties(0)
+    host = {}
+
+    def save():  # after every part, so a run cut short keeps what it measured
+        doc = {
+            "format": "tpsim-measurements",
+            "hardware": args.hardware,
+            "description": (f"Op-level timings on one {props.name} ({props.multi_processor_count} SMs, "
+                            f"{props.total_memory / 2**30:.1f} GiB), torch {torch.__version__}, CUDA {torch.version.cuda}, "
+                            f"by tools/torch_op_bench.py. Host cost per eager call (host-bound, us), launch gaps and clocks: {json.dumps(host)}. "
+                            f"Rows that failed: {len(b.failed)}."),
+            "measurements": b.rows,
+        }
+        if b.failed:
+            doc["description"] += " " + json.dumps(b.failed)
+        write_atomic(args.output, json.dumps(doc, indent=1) + "\n")
+
+    for part in (gemm_rows, reduction_rows, copy_rows, attention_rows):
+        print(f"{part.__name__} ({time.time() - t0:.0f} s)", flush=True)
+        part(b, torch, args.quick)
+        torch.cuda.empty_cache()
+        save()
+    host.update(host_costs(torch))
+    print("host cost per eager call (us):", host, flush=True)
+    for name, fn in (("launch gaps", lambda: launch_gaps(b, torch)), ("clocks", lambda: clocks(torch))):
+        try:
+            host[name] = fn()
+        except Exception as e:
+            host[name] = {"error": str(e)[:200]}
+        print(name, host[name], flush=True)
+    save()
+    print(f"wrote {len(b.rows)} rows to {args.output} ({len(b.failed)} failed) in {time.time() - t0:.0f} s")
+    if args.kineto:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        xs = [(torch.randn(m, 8192, device="cuda", dtype=torch.bfloat16), torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16))
+              for m in (256, 1024, 4096)]
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
+            for _ in range(5):
+                for x, w in xs:
+                    torch.mm(x, w)
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(args.kineto)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
