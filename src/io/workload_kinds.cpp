@@ -117,30 +117,43 @@ Dag build_scatter(const Scenario& s, const std::string& v) { return build_region
 Dag build_all_reduce(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::all_reduce); }
 Dag build_all_to_all(const Scenario& s, const std::string& v) { return build_region_dag(s, v, RegionKind::all_to_all); }
 
-// A TP group across nodes keeps only the variants that reach peers through NCCL: one that
-// maps peers' memory over NVLink is refused when listed, left out with a note by default.
-void keep_variants_across_nodes(Scenario& s, bool variants_listed, const std::string& where, std::vector<std::string>& notes) {
+// Keeps the variants `fits` accepts: one it rejects is refused when listed (naming `why`),
+// left out with a note by default.
+template <class Fits>
+void keep_variants(Scenario& s, bool variants_listed, Fits fits, const std::string& why, const std::string& note,
+                   std::vector<std::string>& notes) {
   std::vector<std::string> kept, dropped;
   for (std::size_t i = 0; i < s.variants.size(); ++i) {
     const std::string& v = s.variants[i];
-    if (!variant_needs_one_node(v)) {
+    if (fits(v)) {
       kept.push_back(v);
       continue;
     }
-    if (variants_listed)
-      fail_at(fmt::format("$.variants[{}]", i),
-              fmt::format("{} maps its peers' memory over NVLink, so its group must sit in one node; {}", v, where));
+    if (variants_listed) fail_at(fmt::format("$.variants[{}]", i), fmt::format("{} {}", v, why));
     dropped.push_back(v);
   }
-  if (!dropped.empty())
-    notes.push_back(fmt::format("left out {} (peers' memory mapped over NVLink: one node only)", fmt::join(dropped, ", ")));
+  if (!dropped.empty()) notes.push_back(fmt::format("left out {} ({})", fmt::join(dropped, ", "), note));
   s.variants = std::move(kept);
+}
+
+// A TP group across nodes keeps only the variants that reach peers through NCCL: one that
+// maps peers' memory over NVLink is refused when listed, left out with a note by default.
+void keep_variants_across_nodes(Scenario& s, bool variants_listed, const std::string& where, std::vector<std::string>& notes) {
+  keep_variants(s, variants_listed, [](const std::string& v) { return !variant_needs_one_node(v); },
+                fmt::format("maps its peers' memory over NVLink, so its group must sit in one node; {}", where),
+                "peers' memory mapped over NVLink: one node only", notes);
 }
 
 // One TP group: one node, unless the hardware model joins nodes; then only the variants
 // that reach peers through NCCL (not through memory mapped over NVLink).
 std::vector<std::string> check_tp_group_hardware(Scenario& s, bool variants_listed) {
   check_attention_hardware(s.workload.attention, s.hardware);
+  if (s.gpus == 1) {
+    std::vector<std::string> notes;
+    keep_variants(s, variants_listed, variant_runs_on_one_gpu, "has no form for a group of one GPU (baseline and async_tp have)",
+                  "no form for one GPU", notes);
+    return notes;
+  }
   const FabricSpec& fabric = s.hardware.fabric;
   if (fabric.topology != "multi_node" && s.gpus > fabric.gpus_per_node)
     fail_at("$.gpus", fmt::format("{} is one node of {} GPUs (topology \"{}\"); {} GPUs need a multi_node hardware model such as "
@@ -175,11 +188,11 @@ const std::vector<WorkloadKind>& workload_kinds() {
       {"matmul", "one GEMM (m x k by k x n) on every GPU, nothing shared", kGemmKeys, 1, kMaxGpus, false, true, parse_matmul,
        baseline_only, build_matmul, nullptr, check_tp_group_hardware},
       {"allgather_matmul", "all-gather of an m/gpus-row shard, then its GEMMs (n: one weight or a list sharing the gather)",
-       kGemmKeys, 2, kMaxGpus, false, true, parse_allgather_matmul, gather_variants, build_gather, nullptr, check_tp_group_hardware},
-      {"matmul_reducescatter", "a GEMM's partial output, reduce-scattered by rows", kGemmKeys, 2, kMaxGpus, false, true,
+       kGemmKeys, 1, kMaxGpus, false, true, parse_allgather_matmul, gather_variants, build_gather, nullptr, check_tp_group_hardware},
+      {"matmul_reducescatter", "a GEMM's partial output, reduce-scattered by rows", kGemmKeys, 1, kMaxGpus, false, true,
        parse_matmul_reducescatter, scatter_variants, build_scatter, nullptr, check_tp_group_hardware},
       {"matmul_allreduce", "a GEMM's partial output (k is each GPU's contraction shard), all-reduced: TP without sequence parallelism",
-       kGemmKeys, 2, kMaxGpus, false, true, parse_matmul_allreduce, all_reduce_variants, build_all_reduce, nullptr,
+       kGemmKeys, 1, kMaxGpus, false, true, parse_matmul_allreduce, all_reduce_variants, build_all_reduce, nullptr,
        check_tp_group_hardware},
       {"alltoall_matmul", "expert parallelism: each GPU's m rows all-to-all to the GPU of their expert (uniform routing, one expert per "
        "GPU), the expert's GEMM [m, k] x [k, n], and the products all-to-all back", kGemmKeys, 2, kMaxGpus, false, false,

@@ -83,6 +83,12 @@ BlockResources Machine::nccl_block(int threads) const {
 }
 
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
+  if (dag_.process_group_of(c.group).size() == 1) {
+    // NCCL with one rank copies the buffer out of place and launches nothing else
+    // (ncclLaunchOneRank, src/device/onerank.cu: a device-to-device memcpy).
+    elementwise_kernel(id, ElementwiseOp{c.buffer_bytes, c.buffer_bytes}, req);
+    return;
+  }
   const GroupFabric& gf = fabric_of(c.group);
   const CollectivePlan plan =
       plan_collective(c.kind, c.buffer_bytes, dag_.process_group_of(c.group).size(), gf.one_node, hw_, gf.ring_capacity, gf.spread,
@@ -102,9 +108,12 @@ void Machine::barrier_kernel(OpId /*id*/, const BarrierOp& b, KernelRequest& req
   req.block = hw_.barrier.block;
   req.blocks = 1;
   req.held = true;
-  req.on_resident = [this, group = b.group] {
-    rendezvous_.arrive(group, [this](const std::vector<OpId>& members) {
-      sim_.schedule_after(hw_.barrier.latency, [this, members] { release_all(members); });
+  // The latency is a round of remote signals; a group of one GPU signals only itself
+  // (torch 2.11's barrier kernel over one rank runs 0.9 us, about a launch gap).
+  const Tick latency = dag_.process_group_of(b.group).size() > 1 ? hw_.barrier.latency : Tick{0};
+  req.on_resident = [this, group = b.group, latency] {
+    rendezvous_.arrive(group, [this, latency](const std::vector<OpId>& members) {
+      sim_.schedule_after(latency, [this, members] { release_all(members); });
     });
   };
 }

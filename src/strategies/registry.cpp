@@ -21,13 +21,18 @@ struct Variant {
   // TMA copies into plgpu.remote_ref buffers "over NVLINK" (seed 002). Such a variant
   // runs only inside one node.
   bool one_node = false;
+  // Defined for a group of one GPU. NCCL's collectives of one rank copy the buffer
+  // (ncclLaunchOneRank, src/device/onerank.cu); PyTorch's symmetric-memory loops run
+  // their barriers and the whole matmul with no step between (measured with torch 2.11:
+  // barrier, GEMM, barrier, sum). The ring, NCCL-p2p and fused kernels are not.
+  bool one_gpu = false;
 };
 
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> table = {
-      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline, all_to_all_baseline}, false},
-      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr}, true},
-      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr}, true},
+      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline, all_to_all_baseline}, false, true},
+      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr}, true, true},
+      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr}, true, true},
       {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr, nullptr}, false},
       {"ring", {gather_ring, scatter_ring, nullptr, nullptr}, false},
       {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr, nullptr}, false},
@@ -88,6 +93,11 @@ std::vector<std::string> tp_variants(RegionKind kind) {
 bool variant_needs_one_node(const std::string& variant) {
   const Variant* v = find_variant(variant);
   return v && v->one_node;
+}
+
+bool variant_runs_on_one_gpu(const std::string& variant) {
+  const Variant* v = find_variant(variant);
+  return v && v->one_gpu;
 }
 
 Dag build_matmul_dag(const Scenario& s) {

@@ -96,6 +96,16 @@ one_line "device as scenario" "not a regular file" "$tpsim" run /dev/zero
 one_line "misspelled command" 'unknown command "rn" (did you mean "run"?)' "$tpsim" rn "$work/s.json"
 if "$tpsim" run - --json - < "$root/scenarios/quickstart.json" | python3 -c 'import json,sys; assert json.load(sys.stdin)["results"]'; then
   echo "ok scenario on stdin"; else echo "FAIL scenario on stdin"; fails=$((fails+1)); fi
+# A TP group of one GPU: NCCL's one-rank copy and PyTorch's loops with no step; other variants are left out.
+one_gpu='{"hardware": "h100_sxm", "gpus": 1, "dtype": "fp32", "workload": {"op": "matmul_reducescatter", "m": 128, "k": 4096, "n": 6656}}'
+if printf '%s' "$one_gpu" | "$tpsim" run - --json - 2> /dev/null | python3 -c '
+import json, sys
+r = {x["variant"]: x for x in json.load(sys.stdin)["results"]}
+assert sorted(r) == ["async_tp", "async_tp_single_stream", "baseline"], sorted(r)
+assert all(x["makespan_us"] > 100 for x in r.values())'; then
+  echo "ok one-GPU group"; else echo "FAIL one-GPU group"; fails=$((fails+1)); fi
+check "one-GPU group refuses ring" 2 '$.variants[1]: ring has no form for a group of one GPU' \
+  '{"hardware": "h100_sxm", "gpus": 1, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 128, "k": 4096, "n": 6656}, "variants": ["baseline", "ring"]}'
 if "$tpsim" --version | grep -Eq '^tpsim [0-9]+\.[0-9]+\.[0-9]+ \(models: .+\)$'; then echo "ok --version"; else echo "FAIL --version"; fails=$((fails+1)); fi
 # Hardware values outside physics are refused, not simulated into plausible nonsense.
 python3 - "$root/models/h100_sxm.json" "$work/slow_nvlink.json" <<'PY'

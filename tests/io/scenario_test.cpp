@@ -60,8 +60,8 @@ TEST_CASE("Bad scenarios are rejected with the JSON path and the problem", "[io]
              Contains("$.workload.m: 1099511627776 is larger than the limit"));
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1})"),
              Contains("scenario: malformed JSON"));
-  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 1, "dtype": "bf16", "workload": {"op": "allgather_matmul", "m": 8, "k": 1, "n": 1}})"),
-             Contains("$.gpus: allgather_matmul needs at least 2 GPUs"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 1, "dtype": "bf16", "workload": {"op": "alltoall_matmul", "m": 8, "k": 1, "n": 1}})"),
+             Contains("$.gpus: alltoall_matmul needs at least 2 GPUs"));
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16"})"), Contains("$: missing required key \"workload\""));
   CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "workload": {"op": "matmul", "m": 1, "k": 1, "n": 1}, "software": {"symm_mem_reduction": "torch_sum"}})"),
              Contains("$.software.symm_mem_reduction: unknown reduction \"torch_sum\" (aten_sum or triton)"));

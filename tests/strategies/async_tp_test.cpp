@@ -158,3 +158,46 @@ TEST_CASE("Async TP takes longer for more rows: no dip where two streams' memory
     previous = t;
   }
 }
+
+TEST_CASE("A group of one GPU: NCCL copies the buffer, async TP runs its barriers and the whole matmul", "[strategies][async_tp]") {
+  // What PyTorch and NCCL run with world size 1 (torch 2.11 on an H100): the baseline's
+  // reduce-scatter is a device-to-device copy; the fused op is barrier, GEMM, barrier, sum.
+  const auto r = simulate(rs_scenario(512, 14336, 4096, 1, R"("baseline", "async_tp")"));
+  const double gemm = gemm_alone_us(512, 4096, 14336, Dtype::bf16);
+  const double base = makespan_us(r, "baseline"), async = makespan_us(r, "async_tp");
+  INFO(fmt::format("GEMM {:.1f} us, baseline {:.1f} us, async_tp {:.1f} us", gemm, base, async));
+  CHECK(base > gemm);
+  CHECK(async > gemm);
+  CHECK(async < 1.25 * base);  // nothing to overlap, nothing to pull: the same GEMM and a little more
+  const auto& run = variant(r, "async_tp");
+  int barriers = 0, gemms = 0, copies = 0;
+  for (OpId id = 0; id < run.dag.size(); ++id) {
+    barriers += std::holds_alternative<BarrierOp>(run.dag.op(id).payload);
+    gemms += std::holds_alternative<GemmOp>(run.dag.op(id).payload);
+    copies += std::holds_alternative<CopyOp>(run.dag.op(id).payload);
+  }
+  CHECK(barriers == 2);
+  CHECK(gemms == 1);
+  CHECK(copies == 0);
+  // The copy NCCL makes of one rank's buffer grows with the buffer.
+  const auto wide = simulate(rs_scenario(4096, 14336, 4096, 1, R"("baseline")"));
+  CHECK(makespan_us(wide, "baseline") - gemm_alone_us(4096, 4096, 14336, Dtype::bf16) > base - gemm);
+}
+
+TEST_CASE("A barrier over one GPU has no remote round to wait for", "[strategies][async_tp]") {
+  const auto barrier_us = [](int ranks) {
+    Dag dag(ranks);
+    const int group = dag.new_group(Dag::kWorld);
+    OpId first = 0;
+    for (int r = 0; r < ranks; ++r) first = dag.add(r, 0, "barrier", BarrierOp{group});
+    return op_us(execute(dag, h100()), first);
+  };
+  CHECK(barrier_us(1) < barrier_us(2) - 0.9 * to_us(h100().barrier.latency));
+}
+
+TEST_CASE("Variants without a form for one GPU are refused there when listed", "[strategies][async_tp]") {
+  CHECK_THAT(scenario_error(rs_scenario(512, 4096, 4096, 1, R"("baseline", "ring")")),
+             Catch::Matchers::Contains("$.variants[1]") && Catch::Matchers::Contains("one GPU"));
+  CHECK_THAT(scenario_error(R"({"hardware": "h100_sxm", "gpus": 1, "dtype": "bf16",
+      "workload": {"op": "alltoall_matmul", "m": 512, "k": 4096, "n": 4096}})"), Catch::Matchers::Contains("at least 2 GPUs"));
+}

@@ -20,6 +20,9 @@ std::vector<std::string> tp_variants(RegionKind kind);
 
 // Whether `variant` maps peers' memory over NVLink, so that its group must sit in one node.
 bool variant_needs_one_node(const std::string& variant);
+// Whether `variant` has a form for a group of one GPU: what its implementation runs when
+// the group holds one rank (NCCL copies the buffer; PyTorch's pipelined loops take no step).
+bool variant_runs_on_one_gpu(const std::string& variant);
 
 // One GEMM (per weight) on every rank, nothing shared.
 Dag build_matmul_dag(const Scenario& s);
