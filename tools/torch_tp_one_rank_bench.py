@@ -20,7 +20,8 @@ import json
 import os
 import statistics
 import sys
-import tempfile
+
+from torch_op_bench import write_atomic  # the op bench beside this file: the same atomic write
 
 
 def parse_args():
@@ -30,14 +31,6 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--iters", type=int, default=25)
     return p.parse_args()
-
-
-def write_atomic(path, text):
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 # (op, dtype, M, N, K) in kraken's (M, N, K): A is [M, K], B is [K, N].

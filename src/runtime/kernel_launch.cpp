@@ -83,7 +83,8 @@ BlockResources Machine::nccl_block(int threads) const {
 }
 
 void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req) {
-  if (dag_.process_group_of(c.group).size() == 1) {
+  const int ranks = dag_.process_group_of(c.group).size();
+  if (ranks == 1) {
     // NCCL with one rank copies the buffer out of place and launches nothing else
     // (ncclLaunchOneRank, src/device/onerank.cu: a device-to-device memcpy).
     elementwise_kernel(id, ElementwiseOp{c.buffer_bytes, c.buffer_bytes}, req);
@@ -91,7 +92,7 @@ void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& r
   }
   const GroupFabric& gf = fabric_of(c.group);
   const CollectivePlan plan =
-      plan_collective(c.kind, c.buffer_bytes, dag_.process_group_of(c.group).size(), gf.one_node, hw_, gf.ring_capacity, gf.spread,
+      plan_collective(c.kind, c.buffer_bytes, ranks, gf.one_node, hw_, gf.ring_capacity, gf.spread,
                       gf.nic_capacity);
   if (tl_.detailed)
     tl_.details[id] = fmt::format("{} {}, {} channels", nccl_algorithm_name(plan.algorithm), plan.protocol->name, plan.channels);
