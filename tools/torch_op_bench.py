@@ -404,15 +404,23 @@ def host_costs(torch):
     return out
 
 
-def main():
-    args = parse_args()
+def import_torch_with_cuda(tool):
+    """PyTorch, or None after one line on stderr when it or a CUDA GPU is missing (the tool exits 3)."""
     try:
         import torch
     except ImportError:
-        print("torch_op_bench: PyTorch is not installed", file=sys.stderr)
-        return 3
+        print(f"{tool}: PyTorch is not installed", file=sys.stderr)
+        return None
     if not torch.cuda.is_available():
-        print("torch_op_bench: no CUDA GPU", file=sys.stderr)
+        print(f"{tool}: no CUDA GPU", file=sys.stderr)
+        return None
+    return torch
+
+
+def main():
+    args = parse_args()
+    torch = import_torch_with_cuda("torch_op_bench")
+    if torch is None:
         return 3
     b = Bench(torch, args)
     t0 = time.time()

@@ -361,10 +361,12 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   const ObjectReader red = root.object("reduction", {"aten_sum", "triton"});
   for (ReductionKernel k : {ReductionKernel::aten_sum, ReductionKernel::triton}) {
     const std::string name(reduction_kernel_name(k));
-    const ObjectReader kernel = red.object(name, {"sm_bandwidth", "sm_output_bandwidth"});
+    const ObjectReader kernel = red.object(name, {"sm_bandwidth", "sm_output_bandwidth", "block_overhead"});
     hw.reduction.sm_bytes_per_ps[static_cast<int>(k)] = Quantities(kernel).get("sm_bandwidth", "bandwidth");
     if (kernel.has("sm_output_bandwidth"))
       hw.reduction.sm_output_bytes_per_ps[static_cast<int>(k)] = Quantities(kernel).get("sm_output_bandwidth", "bandwidth");
+    hw.reduction.block_overhead[static_cast<int>(k)] =
+        kernel.has("block_overhead") ? Quantities(kernel).time("block_overhead") : hw.elementwise.block_overhead;
   }
 
   const ObjectReader at = root.object("attention", {"forward_efficiency", "backward_efficiency", "block_rows",

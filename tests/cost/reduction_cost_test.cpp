@@ -8,13 +8,6 @@ using namespace tpsim::test;
 
 namespace {
 
-// One kernel alone on one GPU: its device time in microseconds.
-double alone_us(OpPayload payload, const HardwareSpec& hw = h100()) {
-  Dag dag(1);
-  const OpId id = dag.add(0, 0, "kernel", std::move(payload));
-  return op_us(execute(dag, hw), id);
-}
-
 // The sum that ends a 2-rank reduce-scatter of a 16 MiB chunk: 2 partials in, one out,
 // and an 8-rank one's 8 partials.
 constexpr double kChunk = 16.0 * 1024 * 1024;
@@ -23,9 +16,9 @@ ReduceOp sum_of_2(ReductionKernel k) { return ReduceOp{2, kChunk, k}; }
 }  // namespace
 
 TEST_CASE("ATen's sum of few partials is slower than a copy of the same bytes, Triton's is not", "[cost][reduction]") {
-  const double copy = alone_us(ElementwiseOp{2 * kChunk, kChunk});
-  const double aten = alone_us(sum_of_2(ReductionKernel::aten_sum));
-  const double triton = alone_us(sum_of_2(ReductionKernel::triton));
+  const double copy = kernel_alone_us(ElementwiseOp{2 * kChunk, kChunk});
+  const double aten = kernel_alone_us(sum_of_2(ReductionKernel::aten_sum));
+  const double triton = kernel_alone_us(sum_of_2(ReductionKernel::triton));
   INFO("copy " << copy << " us, torch.sum " << aten << " us, Triton " << triton << " us");
   CHECK(aten > 1.2 * copy);
   // The Triton kernel is memory-bound: it moves the same bytes as fast as the copy.
@@ -41,28 +34,32 @@ TEST_CASE("An instruction-bound reduction does not speed up with more HBM bandwi
           "[cost][reduction]") {
   HardwareSpec wide = h100();
   wide.memory.hbm_bytes_per_ps *= 2;
-  const double aten = alone_us(sum_of_2(ReductionKernel::aten_sum));
-  const double aten_wide = alone_us(sum_of_2(ReductionKernel::aten_sum), wide);
-  const double triton = alone_us(sum_of_2(ReductionKernel::triton));
-  const double triton_wide = alone_us(sum_of_2(ReductionKernel::triton), wide);
+  const double aten = kernel_alone_us(sum_of_2(ReductionKernel::aten_sum));
+  const double aten_wide = kernel_alone_us(sum_of_2(ReductionKernel::aten_sum), wide);
+  const double triton = kernel_alone_us(sum_of_2(ReductionKernel::triton));
+  const double triton_wide = kernel_alone_us(sum_of_2(ReductionKernel::triton), wide);
   CHECK(aten_wide == Approx(aten).epsilon(0.01));
   CHECK(triton_wide < 0.8 * triton);
-  // ...and the instruction-bound one halves with twice the rates per SM, where HBM has the room.
+  // ...and the instruction-bound one halves with twice the rates per SM, where HBM has the room
+  // (all but its start-up, which is latency, not instructions).
   HardwareSpec faster_sms = wide;
-  faster_sms.reduction.sm_bytes_per_ps[static_cast<int>(ReductionKernel::aten_sum)] *= 2;
-  faster_sms.reduction.sm_output_bytes_per_ps[static_cast<int>(ReductionKernel::aten_sum)] *= 2;
-  CHECK(alone_us(sum_of_2(ReductionKernel::aten_sum), faster_sms) == Approx(aten_wide / 2).epsilon(0.05));
+  const int k = static_cast<int>(ReductionKernel::aten_sum);
+  faster_sms.reduction.sm_bytes_per_ps[k] *= 2;
+  faster_sms.reduction.sm_output_bytes_per_ps[k] *= 2;
+  const double start_us = to_us(wide.reduction.block_overhead[k]);
+  CHECK(start_us > 0);
+  CHECK(kernel_alone_us(sum_of_2(ReductionKernel::aten_sum), faster_sms) - start_us == Approx((aten_wide - start_us) / 2).epsilon(0.05));
 }
 
 TEST_CASE("Reduction time grows with the bytes it reads: twice the partials, nearly twice the time where bytes bind",
           "[cost][reduction]") {
-  const double four = alone_us(ReduceOp{4, kChunk, ReductionKernel::triton});
-  const double nine = alone_us(ReduceOp{9, kChunk, ReductionKernel::triton});  // (9 + 1) / (4 + 1) = 2x the bytes
+  const double four = kernel_alone_us(ReduceOp{4, kChunk, ReductionKernel::triton});
+  const double nine = kernel_alone_us(ReduceOp{9, kChunk, ReductionKernel::triton});  // (9 + 1) / (4 + 1) = 2x the bytes
   CHECK(nine / four == Approx(2.0).epsilon(0.05));
   // ATen's sum pays per output too, so it grows less than its bytes (measured 4 -> 8 partials of
   // 256 MiB: 1.52x the time for 1.8x the bytes), but it grows.
-  const double aten_four = alone_us(ReduceOp{4, kChunk, ReductionKernel::aten_sum});
-  const double aten_nine = alone_us(ReduceOp{9, kChunk, ReductionKernel::aten_sum});
+  const double aten_four = kernel_alone_us(ReduceOp{4, kChunk, ReductionKernel::aten_sum});
+  const double aten_nine = kernel_alone_us(ReduceOp{9, kChunk, ReductionKernel::aten_sum});
   CHECK(aten_nine / aten_four > 1.2);
   CHECK(aten_nine / aten_four < 2.0);
 }
@@ -78,9 +75,9 @@ TEST_CASE("ATen's sum pays per output element: 2 partials take nearly as long as
   // Measured on an H100 SXM (h100_sxm_torch_ops.json), 256 MiB partials: 2 -> 533 us, 4 -> 560 us,
   // 8 -> 851 us (2.84 TB/s); the bytes grow 3 : 5 : 9.
   constexpr double kBig = 256.0 * 1024 * 1024;
-  const double two = alone_us(ReduceOp{2, kBig, ReductionKernel::aten_sum});
-  const double four = alone_us(ReduceOp{4, kBig, ReductionKernel::aten_sum});
-  const double eight = alone_us(ReduceOp{8, kBig, ReductionKernel::aten_sum});
+  const double two = kernel_alone_us(ReduceOp{2, kBig, ReductionKernel::aten_sum});
+  const double four = kernel_alone_us(ReduceOp{4, kBig, ReductionKernel::aten_sum});
+  const double eight = kernel_alone_us(ReduceOp{8, kBig, ReductionKernel::aten_sum});
   INFO("2: " << two << " us, 4: " << four << " us, 8: " << eight << " us");
   CHECK(four / two < 1.25);  // 5/3 the bytes
   CHECK(3 * kBig / (two * 1e-6) < 0.6 * 3.35e12);
@@ -89,5 +86,5 @@ TEST_CASE("ATen's sum pays per output element: 2 partials take nearly as long as
   // Without the per-output cost the same kernel is bound by its bytes alone.
   HardwareSpec per_byte = h100();
   per_byte.reduction.sm_output_bytes_per_ps[static_cast<int>(ReductionKernel::aten_sum)] = 0;
-  CHECK(alone_us(ReduceOp{2, kBig, ReductionKernel::aten_sum}, per_byte) < 0.8 * two);
+  CHECK(kernel_alone_us(ReduceOp{2, kBig, ReductionKernel::aten_sum}, per_byte) < 0.8 * two);
 }

@@ -40,12 +40,17 @@ inline double makespan_us(const RunResult& r, const std::string& name) { return 
 // Device time of one op (first block to last), in microseconds.
 inline double op_us(const Timeline& tl, OpId id) { return to_us(tl.ops[id].end - tl.ops[id].start); }
 
+// One kernel alone on one GPU: its device time in microseconds.
+inline double kernel_alone_us(OpPayload payload, const HardwareSpec& hw = h100()) {
+  Dag dag(1);
+  const OpId id = dag.add(0, 0, "kernel", std::move(payload));
+  return op_us(execute(dag, hw), id);
+}
+
 // One GEMM alone on one GPU: its kernel time in microseconds.
 inline double gemm_alone_us(std::int64_t m, std::int64_t n, std::int64_t k, Dtype d, const HardwareSpec& hw = h100(),
                             std::int64_t batch = 1) {
-  Dag dag(1);
-  const OpId id = dag.add(0, 0, "gemm", GemmOp{{m, n, k, d, batch}});
-  return op_us(execute(dag, hw), id);
+  return kernel_alone_us(GemmOp{{m, n, k, d, batch}}, hw);
 }
 
 }  // namespace tpsim::test

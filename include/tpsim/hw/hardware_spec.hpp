@@ -179,6 +179,8 @@ struct AttentionSpec {
 struct ElementwiseSpec {
   BlockResources block;
   int blocks_per_sm = 1;  // grid = SMs x this (grid-stride loop)
+  // A streaming kernel's start-up and tail, paid once per block: the first loads' DRAM round
+  // trip before bytes flow, the last stores' drain (its floor: a tiny copy still takes it).
   Tick block_overhead = 0;
 };
 
@@ -192,6 +194,9 @@ struct ReductionSpec {
   // Bytes of the sum one SM writes per ps where the kernel's cost is per output element
   // (its loop, index math and store), whatever the partials; 0 where no such bound is known.
   std::array<double, kReductionKernels> sm_output_bytes_per_ps{};
+  // A block's start-up and tail, where the kernel's exceeds a streaming kernel's (ATen's reduce
+  // kernel: its config and index setup); where none is given, elementwise.block_overhead.
+  std::array<Tick, kReductionKernels> block_overhead{};
 };
 
 struct HardwareSpec {

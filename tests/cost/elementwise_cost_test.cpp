@@ -1,0 +1,69 @@
+#include "support/catch.hpp"
+
+#include "support/simulate.hpp"
+#include "tpsim/cost/elementwise_cost.hpp"
+#include "tpsim/cost/reduction_cost.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+
+ElementwiseOp copy_of(double bytes) { return ElementwiseOp{bytes, bytes}; }
+
+constexpr double kMiB = 1024.0 * 1024;
+
+}  // namespace
+
+TEST_CASE("A copy takes its start-up plus its bytes at HBM's rate: beyond the start-up, twice the bytes take twice the time",
+          "[cost][elementwise]") {
+  const HardwareSpec hw = h100();
+  const double start = to_us(hw.elementwise.block_overhead);
+  REQUIRE(start > 0);
+  // A tiny copy is all start-up.
+  CHECK(kernel_alone_us(copy_of(64)) == Approx(start).epsilon(0.05));
+  for (double mib : {1.0, 4.0, 16.0}) {
+    const double one = kernel_alone_us(copy_of(mib * kMiB)) - start;
+    const double two = kernel_alone_us(copy_of(2 * mib * kMiB)) - start;
+    INFO(mib << " MiB: " << one << " us beyond the start-up, twice the bytes " << two);
+    CHECK(two / one == Approx(2.0).epsilon(0.03));
+    // ... at the whole HBM's rate, not a few SMs': the grid spans every SM from 1 MiB up.
+    const double hbm_us = 2 * mib * kMiB / (hw.memory.hbm_bytes_per_ps * 1e6);
+    CHECK(one == Approx(hbm_us).epsilon(0.03));
+  }
+}
+
+TEST_CASE("A small tensor still spreads over every SM: the grid grows with the bytes until each SM has its blocks",
+          "[cost][elementwise]") {
+  const HardwareSpec hw = h100();
+  const std::int64_t full = static_cast<std::int64_t>(hw.sm.count) * hw.elementwise.blocks_per_sm;
+  CHECK(plan_elementwise(16, hw).blocks == 1);
+  const ElementwisePlan quarter = plan_elementwise(0.5 * kMiB, hw);
+  CHECK(quarter.blocks > 1);
+  CHECK(quarter.blocks <= full);
+  CHECK(plan_elementwise(4 * kMiB, hw).blocks == full);
+  // Bytes are conserved across the blocks.
+  CHECK(quarter.bytes_per_block * static_cast<double>(quarter.blocks) == Approx(0.5 * kMiB));
+}
+
+TEST_CASE("More start-up costs a small copy that much and a large one almost nothing", "[cost][elementwise]") {
+  HardwareSpec slow = h100();
+  slow.elementwise.block_overhead += ticks_from_us(1.0);
+  const double small = kernel_alone_us(copy_of(kMiB), slow) - kernel_alone_us(copy_of(kMiB));
+  const double large = kernel_alone_us(copy_of(1024 * kMiB), slow) - kernel_alone_us(copy_of(1024 * kMiB));
+  CHECK(small == Approx(1.0).epsilon(0.02));
+  CHECK(large == Approx(1.0).epsilon(0.02));
+  CHECK(large / kernel_alone_us(copy_of(1024 * kMiB)) < 0.002);
+}
+
+TEST_CASE("ATen's sum has a start-up of its own: summing a few KiB takes longer than copying them", "[cost][reduction]") {
+  const HardwareSpec hw = h100();
+  const double sum = kernel_alone_us(ReduceOp{2, 4096, ReductionKernel::aten_sum});
+  const double copy = kernel_alone_us(ElementwiseOp{8192, 4096});
+  const double start = to_us(hw.reduction.block_overhead[static_cast<int>(ReductionKernel::aten_sum)]);
+  CHECK(sum >= start);
+  CHECK(sum < start + 1.0);  // the rest: its per-output work on 4 KiB
+  CHECK(sum > copy + 1.0);
+  // Triton's kernel, with no start-up of its own given, starts like a streaming kernel.
+  CHECK(to_us(hw.reduction.block_overhead[static_cast<int>(ReductionKernel::triton)]) == Approx(to_us(hw.elementwise.block_overhead)));
+}
