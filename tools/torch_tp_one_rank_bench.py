@@ -8,8 +8,11 @@ of whole-op `scenario` rows with "gpus": 1. Whole ops: for `tpsim validate` only
 
 Timing follows kraken/_logging/benchmarking.py benchmark_with_event (kraken 1cb1314): 200
 warm-up calls, a 2e7-cycle sleep on the GPU, then 25 x (overwrite a 256 MB buffer, begin event,
-call, end event), the median. It answers one question about kraken PR 18, whose benchmark script
-says `--nproc-per-node 1` in its help text: do its fp32 rows look like a one-GPU run?
+call, end event), the median. The sleep keeps the GPU behind the host only while the host issues
+a call in under ~10 ms / 25 = 400 us; where it does not, a span times the host. The host's issue
+time per call goes into the file's description; --sleep-cycles 2e8 leaves it 4 ms a call. It
+answers one question about kraken PR 18, whose benchmark script says `--nproc-per-node 1` in its
+help text: do its fp32 rows look like a one-GPU run?
 
     python3 tools/torch_tp_one_rank_bench.py --hardware h100_sxm -o one_rank.json
 
@@ -20,6 +23,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 from torch_op_bench import write_atomic  # the op bench beside this file: the same atomic write
 
@@ -30,6 +34,9 @@ def parse_args():
     p.add_argument("--hardware", required=True, help="tpsim hardware model the GPU is (h100_sxm, ...)")
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--iters", type=int, default=25)
+    p.add_argument("--sleep-cycles", type=float, default=2e7,
+                   help="GPU sleep before the timed calls (kraken: 2e7, ~10 ms): the host must issue all the "
+                        "calls within it, or the later spans time the host instead of the GPU")
     return p.parse_args()
 
 
@@ -68,14 +75,16 @@ def main():
         torch.cuda.synchronize()
         begin = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
         end = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-        torch.cuda._sleep(int(2e7))
+        torch.cuda._sleep(int(args.sleep_cycles))
+        t0 = time.perf_counter()
         for i in range(args.iters):
             cache.zero_()
             begin[i].record()
             fn()
             end[i].record()
+        host_us = (time.perf_counter() - t0) / args.iters * 1e6  # issue time a call, flush and events included
         torch.cuda.synchronize()
-        return statistics.median(b.elapsed_time(e) for b, e in zip(begin, end)) * 1000.0
+        return statistics.median(b.elapsed_time(e) for b, e in zip(begin, end)) * 1000.0, host_us
 
     def kernels(fn):  # what one call runs on the GPU, for the file's description
         fn()
@@ -87,7 +96,7 @@ def main():
         on_gpu = [e for e in prof.events() if str(e.device_type).endswith("CUDA")]
         return [(e.name[:60], round(e.device_time, 1)) for e in on_gpu][:12]
 
-    rows, seen, failed = [], {}, []
+    rows, seen, failed, host = [], {}, [], {}
     props = torch.cuda.get_device_properties(0)
 
     def save():
@@ -96,8 +105,11 @@ def main():
             "hardware": args.hardware,
             "description": (f"Whole TP ops on a process group of one {props.name}, torch {torch.__version__}, "
                             f"CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
-                            "by tools/torch_tp_one_rank_bench.py (kraken's benchmark_with_event). Validation only: "
-                            f"never fit a model to these. Kernels of one call: {json.dumps(seen)}. Failed: {json.dumps(failed)}"),
+                            f"by tools/torch_tp_one_rank_bench.py (kraken's benchmark_with_event, a GPU sleep of "
+                            f"{args.sleep_cycles:.0e} cycles before {args.iters} calls). Validation only: never fit a model "
+                            f"to these. Host issue time per call (us; spans time the host where {args.iters} of these "
+                            f"outlast the sleep): {json.dumps(host)}. Kernels of one call: {json.dumps(seen)}. "
+                            f"Failed: {json.dumps(failed)}"),
             "measurements": rows,
         }
         write_atomic(args.output, json.dumps(doc, indent=1) + "\n")
@@ -117,16 +129,20 @@ def main():
                     "workload": {"op": op, "m": m, "k": k, "n": n}}
         for variant, fn in (("baseline", base), ("async_tp", fused)):
             try:
-                t = bench(fn)
+                if not rows and not failed:
+                    bench(fn)  # the run's first timed loop pays one-time host costs (4.6 ms a call seen): not a row
+                t, h = bench(fn)
+                host[f"{name} {variant}"] = round(h, 1)
             except Exception as e:  # keep what was measured, say what failed
                 failed.append(f"{name} {variant}: {str(e)[:160]}")
                 continue
             rows.append({"kind": "scenario", "scenario": scenario, "variant": variant, "time_us": round(t, 3),
-                         "source": "this repository's tools/torch_tp_one_rank_bench.py on one GPU (world size 1)"})
+                         "source": "this repository's tools/torch_tp_one_rank_bench.py on one GPU (world size 1), "
+                                   f"GPU sleep {args.sleep_cycles:.0e} cycles"})
             key = f"{op} {dt} {variant}"
             if key not in seen:
                 seen[key] = kernels(fn)
-            print(f"{name} {variant}: {t:.1f} us", flush=True)
+            print(f"{name} {variant}: {t:.1f} us (host {host[f'{name} {variant}']:.0f} us a call)", flush=True)
         save()
         del a, b
     dist.destroy_process_group()

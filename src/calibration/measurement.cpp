@@ -89,6 +89,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (has_gpus(k)) keys.insert(keys.end(), {"gpus", "groups"});
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
+  else if (k != MeasurementKind::launch) keys.push_back("timing");  // a launch row is host to end; a scenario's, its makespan
   if (k == MeasurementKind::attention)
     keys.insert(keys.end(), {"batch", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass", "implementation", "dtype", "tflops"});
   return keys;
@@ -300,6 +301,11 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
       fail_at(r.child_path("rank"), "only with \"op\" (the makespan is over every rank)");
     }
   }
+  if (r.has("timing")) {
+    const std::string t = r.string("timing");
+    if (t == "events") m.timing = MeasurementTiming::events;
+    else if (t != "kernel") fail_at(r.child_path("timing"), fmt::format("unknown timing \"{}\" (kernel or events)", t));
+  }
   m.time_us = measured_time_us(r, m);
   if (r.has("weight")) m.weight = r.positive_number("weight");
   m.name = r.optional_string("name").value_or(default_name(m));
@@ -372,6 +378,7 @@ Json measurement_json(const Measurement& m) {
     j["implementation"] = a.flash2 ? "flash2" : "flash";
     j["dtype"] = std::string(dtype_name(a.dtype));
   }
+  if (m.timing == MeasurementTiming::events) j["timing"] = "events";
   j["time_us"] = m.time_us;
   if (m.weight != 1) j["weight"] = m.weight;
   if (!m.source.empty()) j["source"] = m.source;

@@ -191,7 +191,9 @@ double predict_us(const Measurement& m, const HardwareSpec& hw) {
     return scenario_span_us(m, dag, execute(dag, hw, false));
   }
   const MeasurementDag md = measurement_dag(m);
-  return measured_span_us(md, execute(md.dag, hw, false));
+  const double span = measured_span_us(md, execute(md.dag, hw, false));
+  // Timed by events around the launch: the kernel starts a launch gap after the start event.
+  return m.timing == MeasurementTiming::events ? span + to_us(hw.launch.device_latency) : span;
 }
 
 std::vector<double> predict_all_us(const std::vector<Measurement>& ms, const HardwareSpec& hw) {

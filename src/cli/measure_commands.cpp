@@ -47,7 +47,10 @@ std::map<OpId, std::string> gemm_kernels(const Dag& dag) {
 int measure(const std::string& scenario_file, const MeasureOptions& o) {
   for (const std::string& out : {o.output, o.trace})
     if (!out.empty()) check_output_path(out);  // before any GPU time is spent
-  const Scenario s = load_scenario_file(scenario_file);
+  Scenario s = load_scenario_file(scenario_file);
+  // The backend holds each GPU until the host has issued a repeat's launches (gpu_executor),
+  // so it measures every op already enqueued: simulate, and record, that issue.
+  s.software.op_issue = HostIssue::enqueued;
   if (is_training_step(s.workload))
     throw InputError(fmt::format("{}: $.workload.op: measure runs one TP group's op DAG; a training step is not one (tpsim run)", scenario_file));
   if (o.dry_run) {
@@ -117,7 +120,7 @@ int microbench(const MeasureOptions& o) {
   const GpuRunOptions run{.warmup = o.warmup, .repeats = o.repeat, .stand_in_us = {}};
   const std::string machine = machine_name(gpus);
   for (auto& m : ms) {
-    m.time_us = measure_on_gpus(m, run);
+    m = measure_on_gpus(std::move(m), run);
     m.source = fmt::format("tpsim microbench on {}, median of {} repeats", machine, o.repeat);
     if (m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::gemm_pair) m.kernel = cuda_gemm_algo(m.gemm);
     std::cout << fmt::format("{:<52} {:>12.2f} us{}\n", m.name, m.time_us, m.kernel.empty() ? "" : "  " + m.kernel);

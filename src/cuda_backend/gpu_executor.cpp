@@ -128,12 +128,18 @@ void issue(const Launch& l, const Dag& dag, const LaunchPlan& plan, RankState& s
   throw GpuError(fmt::format("op \"{}\" is not run by the CUDA backend", op.name));
 }
 
-// One repeat on one rank: a cross-GPU barrier, the common start event, every launch
-// bracketed by timed events; then the times since the start.
+// One repeat on one rank: a cross-GPU barrier, a hold, the common start event, every launch
+// bracketed by timed events; then the times since the start. The hold (one SM spinning for
+// twice what the host took to issue the last repeat) keeps the GPU behind the host, so each
+// launch is queued before the GPU reaches it and a span times the GPU, not the host's issue
+// of the op (cuBLASLt's or NCCL's host work would otherwise sit between the start event and
+// the kernel). The first warm-up repeat, with no estimate yet, runs without one.
 void run_repeat(const RankPlan& rp, const Dag& dag, const LaunchPlan& plan, RankState& st, std::vector<std::unique_ptr<RankState>>& all,
                 std::vector<OpSample>* out) {
   cudaStream_t first = st.streams[0];
   if (all.size() > 1) TPSIM_GPU_CHECK(barrier(st, Dag::kWorld, static_cast<int>(all.size()), first));
+  if (st.issue_ns > 0) TPSIM_GPU_CHECK(gpu::hold_sms(2 * st.issue_ns, 1, first));
+  const auto issue_start = std::chrono::steady_clock::now();
   TPSIM_GPU_CHECK(cudaEventRecord(st.t0, first));
   for (std::size_t s = 1; s < st.streams.size(); ++s) TPSIM_GPU_CHECK(cudaStreamWaitEvent(st.streams[s], st.t0, 0));
   for (std::size_t i = 0; i < rp.launches.size(); ++i) {
@@ -143,6 +149,7 @@ void run_repeat(const RankPlan& rp, const Dag& dag, const LaunchPlan& plan, Rank
     issue(l, dag, plan, st, all);
     TPSIM_GPU_CHECK(cudaEventRecord(st.op_end[i], s));
   }
+  st.issue_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - issue_start).count();
   TPSIM_GPU_CHECK(cudaDeviceSynchronize());
   if (!out) return;
   for (std::size_t i = 0; i < rp.launches.size(); ++i) {

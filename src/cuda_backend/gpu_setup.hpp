@@ -46,6 +46,7 @@ struct RankState {
   std::vector<gpu::BarrierMembers> members;     // per process group
   std::vector<ncclComm_t> comms;                // per process group: this rank's communicator, or null
   std::map<OpId, double> stand_in_us;           // ops held on every SM for their simulated time
+  long long issue_ns = 0;                       // the host's time to issue the last repeat's launches
 };
 
 constexpr std::size_t kWorkspaceBytes = 32u << 20;

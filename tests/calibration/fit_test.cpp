@@ -193,6 +193,25 @@ TEST_CASE("The H100's fit carries to the H200: same SMs, its own HBM, GEMMs held
   }
 }
 
+TEST_CASE("Small memory-bound kernels on the H200, held out, need the start-up fitted on the H100", "[calibration][published]") {
+  // Copies and torch.sum of 0.25-4 MiB after a dirty L2 (as in a step): mostly start-up.
+  const HardwareSpec h200 = load_hardware_file(models_dir() + "/h200.json");
+  std::vector<Measurement> small;
+  for (const auto& m : load_measurements_file(models_dir() + "/measurements/h200_memory_bound.json"))
+    if (m.name.find("dirty L2") != std::string::npos && m.bytes <= 4.0 * 1048576.0) small.push_back(m);
+  REQUIRE(small.size() == 20);
+  const auto error = [&](const HardwareSpec& hw) {
+    std::vector<double> predicted;
+    for (const auto& m : small) predicted.push_back(predict_us(m, hw));
+    return mean_abs_error(predicted, small);
+  };
+  CHECK(error(h200) < 0.2);
+  HardwareSpec no_start = h200;
+  no_start.elementwise.block_overhead = 0;
+  no_start.reduction.block_overhead = {};
+  CHECK(error(no_start) > 0.35);
+}
+
 TEST_CASE("Bad calibration inputs are one clear error", "[calibration]") {
   CalibrationRequest req;
   req.measurement_files = {models_dir() + "/measurements/h100_sxm_published.json"};

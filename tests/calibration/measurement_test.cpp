@@ -97,6 +97,30 @@ TEST_CASE("A batched GEMM row counts every product's FLOPs and keeps its batch t
   CHECK(!measurement_json(parse(R"([{"kind": "gemm", "m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1}])")[0]).contains("batch"));
 }
 
+TEST_CASE("A row timed by CUDA events holds the launch gap after its start event; a kernel-timed one does not", "[measurement]") {
+  const auto ms = parse(R"([{"kind": "local_copy", "bytes": 1048576, "time_us": 5, "name": "kernel"},
+                            {"kind": "local_copy", "bytes": 1048576, "time_us": 5, "name": "events", "timing": "events"},
+                            {"kind": "gemm_pair", "m": 128, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 50, "timing": "events", "name": "pair"}])");
+  const Measurement& kernel = named(ms, "kernel");
+  const Measurement& events = named(ms, "events");
+  CHECK(kernel.timing == MeasurementTiming::kernel);
+  CHECK(events.timing == MeasurementTiming::events);
+  const double gap = to_us(test::h100().launch.device_latency);
+  REQUIRE(gap > 0);
+  CHECK(predict_us(events, test::h100()) - predict_us(kernel, test::h100()) == Approx(gap));
+  // Two streams' kernels bracketed by events: the span still holds one gap, at its start.
+  Measurement pair_kernel = named(ms, "pair");
+  pair_kernel.timing = MeasurementTiming::kernel;
+  CHECK(predict_us(named(ms, "pair"), test::h100()) - predict_us(pair_kernel, test::h100()) == Approx(gap));
+  // Through a round trip; kernel time, the default, is not written.
+  CHECK(parse("[" + measurement_json(events).dump() + "]").front().timing == MeasurementTiming::events);
+  CHECK(!measurement_json(kernel).contains("timing"));
+  CHECK(error_of(R"([{"kind": "local_copy", "bytes": 8, "time_us": 1, "timing": "cupti"}])") ==
+        R"($.measurements[0].timing: unknown timing "cupti" (kernel or events))");
+  // A launch row runs from the host's call, a scenario row is a makespan: neither takes it.
+  CHECK(error_of(R"([{"kind": "launch", "time_us": 5, "timing": "events"}])").starts_with(R"($.measurements[0]: unknown key "timing")"));
+}
+
 TEST_CASE("Every shipped measurement file loads and every row names its source", "[measurement]") {
   const auto ms = load_measurements_file(models_dir() + "/measurements/h100_sxm_published.json");
   CHECK(ms.size() >= 20);

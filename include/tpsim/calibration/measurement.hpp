@@ -37,6 +37,11 @@ enum class MeasurementKind {
   attention,             // one flash-attention kernel (forward or backward) on one GPU: kernel time
 };
 
+// How a row was timed. `kernel`: the op's own device time (CUPTI, a profiler trace). `events`:
+// CUDA events recorded on the op's stream before and after its launch (`tpsim microbench`,
+// torch.cuda.Event): the span also holds the launch gap from the start event to the kernel.
+enum class MeasurementTiming { kernel, events };
+
 std::string_view measurement_kind_name(MeasurementKind k);
 // The op class an error report groups by: gemm, copy, collective, barrier, launch, interference,
 // reduction, attention, scenario.
@@ -62,6 +67,7 @@ struct Measurement {
   std::string kernel;    // GEMM kinds: the vendor kernel that ran (microbench: cuBLASLt's pick), for the record
   int partials = 0;      // reduction: how many stacked partials are summed
   ReductionKernel reduction = ReductionKernel::aten_sum;  // reduction: which kernel sums them
+  MeasurementTiming timing = MeasurementTiming::kernel;   // op-level kinds; not launch or scenario
 };
 
 // Every GEMM row's dtype must be one `hw` computes in (as `run` requires of a scenario).

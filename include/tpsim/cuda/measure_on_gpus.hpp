@@ -7,11 +7,17 @@
 
 namespace tpsim {
 
-// The measured time in microseconds. Throws GpuError.
-inline double measure_on_gpus(const Measurement& m, const GpuRunOptions& options) {
-  if (m.kind == MeasurementKind::launch) return time_tiny_kernel_us(options);
+// The row with its measured time in microseconds and how it was timed (CUDA events around
+// each launch, but for the launch row). Throws GpuError.
+inline Measurement measure_on_gpus(Measurement m, const GpuRunOptions& options) {
+  if (m.kind == MeasurementKind::launch) {
+    m.time_us = time_tiny_kernel_us(options);
+    return m;
+  }
   const MeasurementDag md = measurement_dag(m);
-  return median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), options), md.spanned(), md.from_host_start);
+  m.time_us = median_span_us(run_on_gpus(md.dag, plan_launches(md.dag), options), md.spanned(), md.from_host_start);
+  m.timing = MeasurementTiming::events;
+  return m;
 }
 
 }  // namespace tpsim
