@@ -37,7 +37,7 @@ BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kern
   // moves 1.5 TB/s on an H100, of 8 partials 2.9).
   if (hw.reduction.sm_output_bytes_per_ps[k] > 0)
     compute += duration_for(plan.bytes_per_block / (partials + 1), hw.reduction.sm_output_bytes_per_ps[k] * share);
-  return BlockWork{.delay = hw.reduction.block_overhead[k], .compute = compute,
+  return BlockWork{.compute = compute,  // its start-up is the kernel's ramp (reduction.block_overhead)
                    .bytes = plan.bytes_per_block, .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps * share};
 }
 

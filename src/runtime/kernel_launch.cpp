@@ -1,6 +1,7 @@
 // Turning ops into kernels on a rank's block scheduler: what blocks they need,
 // how long a block takes, and what happens when every block is resident.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -11,6 +12,22 @@
 #include "tpsim/cost/reduction_cost.hpp"
 
 namespace tpsim::runtime_detail {
+
+namespace {
+
+// A kernel's start-up (a GEMM's ramp across the SMs, a streaming kernel's first loads' round
+// trip) is dead time for the blocks placed first; blocks placed later join a kernel whose
+// bytes already flow.
+std::function<BlockWork()> ramp_on_first_blocks(const BlockWork& work, Tick ramp) {
+  return [work, ramp, first = true]() mutable {
+    BlockWork w = work;
+    w.delay = first ? ramp : 0;
+    first = false;
+    return w;
+  };
+}
+
+}  // namespace
 
 void Machine::launch_kernel(OpId id) {
   const Op& op = dag_.op(id);
@@ -42,13 +59,7 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   req.block = hw_.gemm.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  // The kernel's ramp is paid by the blocks placed first; later waves run at pace.
-  req.block_work = [work = gemm_block_work(plan, hw_), ramp = hw_.gemm.kernel_ramp, first = true]() mutable {
-    BlockWork w = work;
-    if (first) w.delay = ramp;
-    first = false;
-    return w;
-  };
+  req.block_work = ramp_on_first_blocks(gemm_block_work(plan, hw_), hw_.gemm.kernel_ramp);
 }
 
 void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req) {
@@ -57,7 +68,7 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  req.block_work = [work = elementwise_block_work(plan, hw_)] { return work; };
+  req.block_work = ramp_on_first_blocks(elementwise_block_work(plan, hw_), hw_.elementwise.block_overhead);
 }
 
 void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
@@ -66,7 +77,8 @@ void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  req.block_work = [work = reduction_block_work(plan, r.kernel, r.inputs, hw_)] { return work; };
+  req.block_work = ramp_on_first_blocks(reduction_block_work(plan, r.kernel, r.inputs, hw_),
+                                        hw_.reduction.block_overhead[static_cast<int>(r.kernel)]);
 }
 
 void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req) {

@@ -97,7 +97,7 @@ TEST_CASE("A batched GEMM row counts every product's FLOPs and keeps its batch t
   CHECK(!measurement_json(parse(R"([{"kind": "gemm", "m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1}])")[0]).contains("batch"));
 }
 
-TEST_CASE("A row timed by CUDA events holds the launch gap after its start event; a kernel-timed one does not", "[measurement]") {
+TEST_CASE("A row timed by CUDA events holds the launch gap after its start event, a kernel-timed one does not", "[measurement]") {
   const auto ms = parse(R"([{"kind": "local_copy", "bytes": 1048576, "time_us": 5, "name": "kernel"},
                             {"kind": "local_copy", "bytes": 1048576, "time_us": 5, "name": "events", "timing": "events"},
                             {"kind": "gemm_pair", "m": 128, "n": 4096, "k": 4096, "dtype": "bf16", "time_us": 50, "timing": "events", "name": "pair"}])");

@@ -15,6 +15,21 @@ constexpr double kMiB = 1024.0 * 1024;
 
 }  // namespace
 
+TEST_CASE("An elementwise kernel is HBM-bound: half the bandwidth, twice the time", "[cost][elementwise]") {
+  HardwareSpec slow = h100();
+  slow.memory.hbm_bytes_per_ps /= 2;
+  const auto plan = plan_elementwise(1e9, h100());
+  const int all = static_cast<int>(plan.blocks);
+  // A block's work is its bytes alone: the kernel's start-up is charged at launch, as its ramp.
+  const Tick fast_t = elementwise_block_work(plan, h100()).time_at(h100().memory.hbm_bytes_per_ps / all);
+  const Tick slow_t = elementwise_block_work(plan, slow).time_at(slow.memory.hbm_bytes_per_ps / all);
+  CHECK(static_cast<double>(slow_t) / static_cast<double>(fast_t) == Approx(2.0).epsilon(0.001));
+  // 1 GB moved at ~3 TB/s: about 333 us end to end on the whole GPU.
+  Dag dag(1);
+  const OpId id = dag.add(0, 0, "copy", ElementwiseOp{0.5e9, 0.5e9});
+  CHECK(op_us(execute(dag, h100()), id) == Approx(1e9 / h100().memory.hbm_bytes_per_ps / 1e6).epsilon(0.05));
+}
+
 TEST_CASE("A copy takes its start-up plus its bytes at HBM's rate: beyond the start-up, twice the bytes take twice the time",
           "[cost][elementwise]") {
   const HardwareSpec hw = h100();

@@ -1,7 +1,6 @@
 #include "support/catch.hpp"
 
 #include "support/simulate.hpp"
-#include "tpsim/cost/elementwise_cost.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
 
 using namespace tpsim;
@@ -147,20 +146,6 @@ TEST_CASE("A small group's ring is bound by its blocks, not by its links", "[cos
   HardwareSpec fast = h100();
   fast.fabric.nvlink.bytes_per_ps *= 2;
   CHECK(simulated_ring_us(CollectiveKind::reduce_scatter, bytes, 2, fast) == Approx(rs2).epsilon(1e-9));
-}
-
-TEST_CASE("An elementwise kernel is HBM-bound: half the bandwidth, twice the time", "[cost][elementwise]") {
-  HardwareSpec slow = h100();
-  slow.memory.hbm_bytes_per_ps /= 2;
-  const auto plan = plan_elementwise(1e9, h100());
-  const int all = static_cast<int>(plan.blocks);
-  const Tick fast_t = elementwise_block_work(plan, h100()).time_at(h100().memory.hbm_bytes_per_ps / all) - h100().elementwise.block_overhead;
-  const Tick slow_t = elementwise_block_work(plan, slow).time_at(slow.memory.hbm_bytes_per_ps / all) - slow.elementwise.block_overhead;
-  CHECK(static_cast<double>(slow_t) / static_cast<double>(fast_t) == Approx(2.0).epsilon(0.001));
-  // 1 GB moved at ~3 TB/s: about 333 us end to end on the whole GPU.
-  Dag dag(1);
-  const OpId id = dag.add(0, 0, "copy", ElementwiseOp{0.5e9, 0.5e9});
-  CHECK(op_us(execute(dag, h100()), id) == Approx(1e9 / h100().memory.hbm_bytes_per_ps / 1e6).epsilon(0.05));
 }
 
 TEST_CASE("Over the network NCCL's protocols keep only their format's overhead: Simple whole, LL half", "[cost][nccl]") {
