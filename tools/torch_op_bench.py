@@ -29,7 +29,15 @@ def parse_args():
     p.add_argument("--settle", type=float, default=0.2, help="seconds of back-to-back calls before timing (default 0.2)")
     p.add_argument("--quick", action="store_true", help="a few rows of each kind (a smoke test)")
     p.add_argument("--kineto", help="also write a Kineto trace (record_shapes) of a few GEMMs here")
-    return p.parse_args()
+    p.add_argument("--parts", default="gemm,reduction,copy,attention",
+                   help="comma-separated parts to run (default: all of gemm,reduction,copy,attention)")
+    p.add_argument("--long-attention", action="store_true",
+                   help="also causal attention at 32k-128k tokens (batch 1, 32 heads over 8): the shapes of context parallelism")
+    args = p.parse_args()
+    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention"}
+    if unknown:
+        p.error(f"--parts: unknown part(s) {', '.join(sorted(unknown))}")
+    return args
 
 
 def write_atomic(path, text):
@@ -263,11 +271,14 @@ def copy_rows(b, torch, quick):
 def attention_rows(b, torch, quick):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
-    cases = [(2, 8192, 16, 16), (1, 8192, 32, 8), (1, 8192, 8, 1), (4, 4096, 32, 8), (8, 2048, 32, 8)]
+    cases = [(2, 8192, 16, 16, (False, True)), (1, 8192, 32, 8, (False, True)), (1, 8192, 8, 1, (False, True)),
+             (4, 4096, 32, 8, (False, True)), (8, 2048, 32, 8, (False, True))]
     if quick:
         cases = cases[:1]
-    for (batch, seq, heads, kv) in cases:
-        for causal in (False, True):
+    if b.args.long_attention:
+        cases += [(1, seq, 32, 8, (True,)) for seq in (32768, 65536, 131072)]
+    for (batch, seq, heads, kv, causals) in cases:
+        for causal in causals:
             q = torch.randn(batch, heads, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             k = torch.randn(batch, kv, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             v = torch.randn(batch, kv, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -441,7 +452,8 @@ def main():
             doc["description"] += " " + json.dumps(b.failed)
         write_atomic(args.output, json.dumps(doc, indent=1) + "\n")
 
-    for part in (gemm_rows, reduction_rows, copy_rows, attention_rows):
+    parts = {"gemm": gemm_rows, "reduction": reduction_rows, "copy": copy_rows, "attention": attention_rows}
+    for part in (parts[name] for name in parts if name in args.parts.split(",")):
         print(f"{part.__name__} ({time.time() - t0:.0f} s)", flush=True)
         part(b, torch, args.quick)
         torch.cuda.empty_cache()
