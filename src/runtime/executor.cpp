@@ -26,6 +26,7 @@ Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
   tl_.ops.resize(dag.size());
   if (detailed) tl_.details.resize(dag.size());
   device_latency_ = dag.host_issue() == HostIssue::cuda_graph ? hw.launch.graph_device_latency : hw.launch.device_latency;
+  cross_stream_latency_ = dag.host_issue() == HostIssue::cuda_graph ? 0 : hw.launch.cross_stream_latency;
   tl_.detailed = detailed;
   for (int pg = 0; pg < dag.process_groups(); ++pg)
     group_fabric_.push_back({ring_link_capacity(dag.process_group(pg)), in_one_node(dag.process_group(pg)),
@@ -120,11 +121,13 @@ void Machine::advance(int rank, int stream) {
         return;
       }
       complete_now(id);
+      s.joined = true;
       continue;
     }
     s.busy = true;
     if (const auto* c = std::get_if<CopyOp>(&op.payload)) start_copy(id, *c);
-    else sim_.schedule_after(device_latency_, [this, id] { launch_kernel(id); });
+    else sim_.schedule_after(device_latency_ + (s.joined ? cross_stream_latency_ : 0), [this, id] { launch_kernel(id); });
+    s.joined = false;
     return;
   }
 }

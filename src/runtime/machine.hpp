@@ -24,6 +24,7 @@ struct StreamState {
   std::size_t head = 0;
   bool busy = false;
   Tick prev_end = 0;
+  bool joined = false;  // its last op waited on another stream's event: the next kernel starts later
   EventHandle wake;
 };
 
@@ -105,6 +106,7 @@ class Machine {
   Timeline tl_;
   std::vector<GroupFabric> group_fabric_;
   Tick device_latency_ = 0;        // per kernel: from a stream or from a replayed graph
+  Tick cross_stream_latency_ = 0;  // more after a wait on another stream's event (not measured in graphs: 0)
 };
 
 }  // namespace tpsim::runtime_detail

@@ -57,6 +57,7 @@ struct LaunchSpec {
   Tick eager_gemm_overhead = 0;  // the same for a matmul (cuBLAS heuristic lookup, workspace, launch)
   Tick device_latency = 0;  // from a kernel's dependencies done to its first block running
   Tick graph_device_latency = 0;  // the same for a kernel replayed from a CUDA graph
+  Tick cross_stream_latency = 0;  // more, when its stream has just waited on another stream's event
 };
 
 struct CopyEngineSpec {
@@ -179,8 +180,9 @@ struct AttentionSpec {
 struct ElementwiseSpec {
   BlockResources block;
   int blocks_per_sm = 1;  // grid = SMs x this (grid-stride loop)
-  // A streaming kernel's start-up and tail, paid once per block: the first loads' DRAM round
-  // trip before bytes flow, the last stores' drain (its floor: a tiny copy still takes it).
+  // A streaming kernel's start-up, paid by the blocks placed first: the first loads' DRAM round
+  // trip before bytes flow (behind the dirty lines earlier kernels left in L2), the last stores'
+  // drain; its floor: a tiny copy still takes it.
   Tick block_overhead = 0;
 };
 
@@ -194,8 +196,9 @@ struct ReductionSpec {
   // Bytes of the sum one SM writes per ps where the kernel's cost is per output element
   // (its loop, index math and store), whatever the partials; 0 where no such bound is known.
   std::array<double, kReductionKernels> sm_output_bytes_per_ps{};
-  // A block's start-up and tail, where the kernel's exceeds a streaming kernel's (ATen's reduce
-  // kernel: its config and index setup); where none is given, elementwise.block_overhead.
+  // The kernel's start-up, where it exceeds a streaming kernel's (ATen's reduce kernel: its
+  // config and index setup), paid by the blocks placed first; where none is given,
+  // elementwise.block_overhead.
   std::array<Tick, kReductionKernels> block_overhead{};
 };
 
