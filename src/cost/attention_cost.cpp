@@ -30,13 +30,33 @@ AttentionPlan plan_attention(const AttentionProblem& a, const HardwareSpec& hw) 
     throw std::logic_error("FlashAttention-2 on hardware without its efficiencies (the scenario checks refuse it)");
   p.efficiency = a.flash2 ? (a.backward ? hw.attention.flash2_backward_efficiency : hw.attention.flash2_forward_efficiency)
                           : (a.backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency);
+  if (a.flash2 && a.causal) {
+    p.tiles_per_sequence = std::max<std::int64_t>(1, (a.seq_len + hw.attention.block_rows - 1) / hw.attention.block_rows);
+    p.heavy_first = a.backward;
+  }
   return p;
 }
 
-BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw) {
-  const Tick compute = duration_for(plan.flops_per_block, hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.efficiency);
+namespace {
+
+BlockWork with_flops(const AttentionPlan& plan, double flops, const HardwareSpec& hw) {
+  const Tick compute = duration_for(flops, hw.peak_flops_per_sm_per_ps(plan.dtype) * plan.efficiency);
   return BlockWork{.fixed = hw.gemm.block_prologue, .compute = compute, .bytes = plan.bytes_per_block,
                    .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps};
+}
+
+}  // namespace
+
+BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw) {
+  return with_flops(plan, plan.flops_per_block, hw);
+}
+
+BlockWork attention_block_work_at(const AttentionPlan& plan, std::int64_t block, const HardwareSpec& hw) {
+  if (plan.tiles_per_sequence <= 0) return attention_block_work(plan, hw);
+  const auto n = static_cast<double>(plan.tiles_per_sequence);
+  const auto j = static_cast<double>(block % plan.tiles_per_sequence);
+  const double share = plan.heavy_first ? 2 * (n - j) / (n + 1) : 2 * (j + 1) / (n + 1);
+  return with_flops(plan, plan.flops_per_block * share, hw);
 }
 
 }  // namespace tpsim

@@ -69,6 +69,7 @@ BlockScheduler::KernelId BlockScheduler::launch(KernelRequest req) {
 int BlockScheduler::new_group() {
   if (free_groups_.empty()) {
     groups_.emplace_back();
+    group_block_.push_back(0);
     return static_cast<int>(groups_.size()) - 1;
   }
   const int g = free_groups_.back();
@@ -88,8 +89,15 @@ void BlockScheduler::place_blocks(Kernel& k, KernelId id, const std::vector<int>
       const int i = candidates[c];
       if (!fits(sms_[static_cast<std::size_t>(i)], k.req.block)) continue;
       occupy(i, k.req.block, +1);
-      if (group < 0) group = new_group();
-      groups_[static_cast<std::size_t>(group)].push_back(i);
+      if (k.req.block_work_at) {  // blocks of different work: each its own group, in launch order
+        const int alone = new_group();
+        groups_[static_cast<std::size_t>(alone)].push_back(i);
+        group_block_[static_cast<std::size_t>(alone)] = k.req.blocks - k.undispatched;
+        out.push_back(Placement{id, alone});
+      } else {
+        if (group < 0) group = new_group();
+        groups_[static_cast<std::size_t>(group)].push_back(i);
+      }
       --k.undispatched;
       placed = true;
     }
@@ -149,7 +157,7 @@ void BlockScheduler::run_group(KernelId id, int group) {
     return;
   }
   const int n = static_cast<int>(groups_[static_cast<std::size_t>(group)].size());
-  const BlockWork work = k.req.block_work();
+  const BlockWork work = k.req.block_work_at ? k.req.block_work_at(group_block_[static_cast<std::size_t>(group)]) : k.req.block_work();
   const auto stream = [this, id, group, n, work] { hbm_.add(n, work, [this, id, group] { finish_group(id, group); }); };
   if (work.delay > 0) sim_.schedule_after(work.delay, stream);  // a kernel's first blocks: once per kernel
   else stream();
@@ -163,6 +171,7 @@ void BlockScheduler::finish_group(KernelId id, int group) {
   // SMs back. Re-arm the group instead of freeing and re-placing block by block.
   if (!resident_.empty() && resident_.front() == id && k.undispatched >= static_cast<std::int64_t>(sms.size())) {
     const auto n = static_cast<std::int64_t>(sms.size());
+    group_block_[static_cast<std::size_t>(group)] = k.req.blocks - k.undispatched;  // the next block in launch order
     k.undispatched -= n;
     blocks_dispatched_ += n;
     if (k.undispatched == 0) resident_.erase(resident_.begin());

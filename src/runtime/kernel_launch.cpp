@@ -87,7 +87,10 @@ void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req
   req.block = hw_.gemm.block;  // FA3 is a warp-specialized Hopper kernel like the GEMMs
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  req.block_work = [work = attention_block_work(plan, hw_)] { return work; };
+  if (plan.tiles_per_sequence > 0)  // causal FlashAttention-2: tiles of different work, in grid order
+    req.block_work_at = [plan, &hw = hw_](std::int64_t block) { return attention_block_work_at(plan, block, hw); };
+  else
+    req.block_work = [work = attention_block_work(plan, hw_)] { return work; };
 }
 
 BlockResources Machine::nccl_block(int threads) const {

@@ -28,9 +28,13 @@ struct AttentionProblem {
 struct AttentionPlan {
   Dtype dtype = Dtype::bf16;
   std::int64_t blocks = 0;
-  double flops_per_block = 0;
+  double flops_per_block = 0;  // on average
   double bytes_per_block = 0;
   double efficiency = 0;
+  // FlashAttention-2 with a causal mask: its tiles' work differs, in an order the launch grid
+  // fixes (tiles_per_sequence > 0); otherwise every block does the average.
+  std::int64_t tiles_per_sequence = 0;
+  bool heavy_first = false;  // backward: key tiles, the first sees every query tile after it
 };
 
 // Matmul FLOPs: forward 2 x tokens x seq x (head_dim + v_dim) x heads (half when causal);
@@ -40,5 +44,11 @@ double attention_flops(const AttentionProblem& a);
 double attention_bytes(const AttentionProblem& a);
 AttentionPlan plan_attention(const AttentionProblem& a, const HardwareSpec& hw);
 BlockWork attention_block_work(const AttentionPlan& plan, const HardwareSpec& hw);
+// Block `block` of the launch grid, in the order the hardware hands blocks out. FlashAttention-2
+// launches grid (tiles, batch, heads), tiles fastest (flash_fwd_launch_template.h: grid(num_m_block,
+// b, h); the backward's grid(num_n_block, b, h)): under a causal mask forward query tile j of n
+// reads j + 1 key tiles, backward key tile j meets n - j query tiles, so work runs 2(j+1)/(n+1)
+// (resp. 2(n-j)/(n+1)) times the average, light to heavy forward, heavy first backward.
+BlockWork attention_block_work_at(const AttentionPlan& plan, std::int64_t block, const HardwareSpec& hw);
 
 }  // namespace tpsim

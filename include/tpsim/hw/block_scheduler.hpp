@@ -34,6 +34,10 @@ struct KernelRequest {
   // What blocks placed together do: asked once per placement (a kernel's first blocks may pay a ramp).
   std::function<Tick()> block_time;       // kernels that draw no memory: their duration
   std::function<BlockWork()> block_work;  // memory-drawing kernels: prologue, math, bytes
+  // Memory-drawing kernels whose blocks differ in work (a causal attention's query tiles): set
+  // instead of block_work, it is asked per block by its index in launch order (the order the
+  // hardware hands blocks out), and every block is placed alone.
+  std::function<BlockWork(std::int64_t block)> block_work_at;
   std::function<void()> on_first_block;  // first block placed
   std::function<void()> on_resident;     // held: every block placed
   std::function<void()> on_complete;     // last block finished (or released)
@@ -100,6 +104,7 @@ class BlockScheduler {
   std::vector<KernelId> free_kernels_;  // finished kernels' slots, reused so memory stays flat  // deque: callbacks may launch while a Kernel& is held
   std::vector<KernelId> resident_;  // launch order, unfinished dispatch
   std::vector<std::vector<int>> groups_;  // pooled SM lists of blocks placed together
+  std::vector<std::int64_t> group_block_;  // per group: its block's index, for kernels with block_work_at
   std::vector<int> free_groups_;
   std::vector<Placement> placements_;
   std::vector<int> all_sms_;
