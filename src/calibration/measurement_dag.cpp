@@ -9,6 +9,7 @@
 #include "tpsim/analysis/metrics.hpp"
 #include "tpsim/runtime/executor.hpp"
 #include "tpsim/io/workload_kinds.hpp"
+#include "tpsim/strategies/flash_attention.hpp"
 
 namespace tpsim {
 
@@ -62,8 +63,14 @@ MeasurementDag measurement_dag(const Measurement& m) {
       return md;
     }
     case MeasurementKind::attention: {
+      // The flash kernel and, around FlashAttention-2's backward, its two memory-bound kernels
+      // (a profiler's row sums every flash kernel of the call).
       MeasurementDag md{Dag(1)};
-      md.target = md.dag.add(0, 0, "attention", AttentionOp{m.attention});
+      for (const auto& [name, op] : flash_attention_kernels(AttentionOp{m.attention}, "attention")) {
+        const OpId id = md.dag.add(0, 0, name, op);
+        if (std::holds_alternative<AttentionOp>(op)) md.target = id;
+        else md.beside.push_back(id);
+      }
       return md;
     }
     case MeasurementKind::peer_copy: {

@@ -13,6 +13,7 @@
 
 #include "layer.hpp"
 #include "tpsim/strategies/eager_kernels.hpp"
+#include "tpsim/strategies/flash_attention.hpp"
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/strategies/unfused_attention.hpp"
 #include "tpsim/core/invariant.hpp"
@@ -264,7 +265,9 @@ class LayerBuilder {
         for (const auto& [name, op] : kernels) dag_.add(r, kCompute, prefix_ + name, op);
       return;
     }
-    for (int r : ranks_) dag_.add(r, kCompute, prefix_ + (backward ? "attention.core.backward" : "attention.core"), a);
+    const auto kernels = flash_attention_kernels(a, prefix_ + (backward ? "attention.core.backward" : "attention.core"));
+    for (int r : ranks_)
+      for (const auto& [name, op] : kernels) dag_.add(r, kCompute, name, op);
   }
 
   Dag& dag_;

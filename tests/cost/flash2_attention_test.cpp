@@ -5,6 +5,7 @@
 
 #include "support/simulate.hpp"
 #include "tpsim/cost/attention_cost.hpp"
+#include "tpsim/strategies/flash_attention.hpp"
 #include "tpsim/step/kernels_alone.hpp"
 
 using namespace tpsim;
@@ -84,4 +85,39 @@ TEST_CASE("Causal FlashAttention-2 hands out its query tiles light to heavy: few
   AttentionOp fa3 = fwd;
   fa3.flash2 = false;
   CHECK(plan_attention(fa3, hw).tiles_per_sequence == 0);
+}
+
+TEST_CASE("FlashAttention-2's backward is three kernels: two memory-bound ones around the flash kernel, linear in the tokens",
+          "[attention][flash2]") {
+  const HardwareSpec& hw = h100();
+  AttentionOp bwd{16384, 2048, 32, 8, 128, true, true, Dtype::bf16};
+  bwd.flash2 = true;
+  const auto ks = flash_attention_kernels(bwd, "core");
+  REQUIRE(ks.size() == 3);
+  CHECK(ks[0].first == "core.dot_do_o");
+  CHECK(std::holds_alternative<AttentionOp>(ks[1].second));
+  CHECK(ks[2].first == "core.convert_dq");
+  // dot_do_o reads dO and O (bf16) and clears the fp32 dQ accumulator; convert_dq reads that
+  // accumulator and writes dQ: bytes per token and head, whatever the sequence length.
+  const auto& pre = std::get<ElementwiseOp>(ks[0].second);
+  const auto& post = std::get<ElementwiseOp>(ks[2].second);
+  const double rows = 16384.0 * 32;
+  CHECK(pre.bytes_read == Approx(rows * 128 * 2 * 2));
+  CHECK(pre.bytes_written == Approx(rows * 4 + rows * 128 * 4));
+  CHECK(post.bytes_read == Approx(rows * 128 * 4));
+  CHECK(post.bytes_written == Approx(rows * 128 * 2));
+  // The same tokens in sequences 4x as long: the flash kernel's work grows 4x, theirs not at all.
+  AttentionOp longer = bwd;
+  longer.seq_len = 8192;
+  const auto kl = flash_attention_kernels(longer, "core");
+  CHECK(std::get<ElementwiseOp>(kl[0].second).bytes_read == pre.bytes_read);
+  const double extra_short = to_us(kernels_alone({ks[0], ks[2]}, hw));
+  CHECK(extra_short / to_us(kernels_alone({ks[1]}, hw)) > 3 * extra_short / to_us(kernels_alone({kl[1]}, hw)));
+  // The forward, and FlashAttention-3, stay one kernel.
+  AttentionOp fwd = bwd;
+  fwd.backward = false;
+  CHECK(flash_attention_kernels(fwd, "core").size() == 1);
+  AttentionOp fa3 = bwd;
+  fa3.flash2 = false;
+  CHECK(flash_attention_kernels(fa3, "core").size() == 1);
 }
