@@ -1,8 +1,5 @@
 #include "tpsim/cost/reduction_cost.hpp"
 
-#include <algorithm>
-#include <cmath>
-
 namespace tpsim {
 
 std::string_view reduction_kernel_name(ReductionKernel k) {
@@ -20,13 +17,8 @@ std::optional<ReductionKernel> parse_reduction_kernel(std::string_view s) {
 }
 
 ElementwisePlan plan_reduction(int partials, double out_bytes, const HardwareSpec& hw) {
-  ElementwisePlan plan;
   constexpr double kOutputBytesPerBlock = 1024;  // 512 bf16 outputs: 128 threads x 4
-  const double by_size = std::ceil(out_bytes / kOutputBytesPerBlock);
-  plan.blocks = static_cast<std::int64_t>(
-      std::clamp(by_size, 1.0, static_cast<double>(hw.sm.count) * hw.elementwise.blocks_per_sm));
-  plan.bytes_per_block = (partials + 1) * out_bytes / static_cast<double>(plan.blocks);
-  return plan;
+  return grid_stride_plan(out_bytes / kOutputBytesPerBlock, (partials + 1) * out_bytes, hw);
 }
 
 BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kernel, int partials, const HardwareSpec& hw) {

@@ -259,15 +259,11 @@ class LayerBuilder {
   void attention(bool backward) {
     const AttentionChoice& how = sc_.workload.attention;
     const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype, how.impl == AttentionImpl::flash2, sh_.hv};
-    if (how.impl == AttentionImpl::unfused) {
-      const auto kernels = unfused_attention_kernels(a, how.dropout);
-      for (int r : ranks_)
-        for (const auto& [name, op] : kernels) dag_.add(r, kCompute, prefix_ + name, op);
-      return;
-    }
-    const auto kernels = flash_attention_kernels(a, prefix_ + (backward ? "attention.core.backward" : "attention.core"));
+    const auto ks = how.impl == AttentionImpl::unfused
+                        ? unfused_attention_kernels(a, how.dropout)
+                        : flash_attention_kernels(a, backward ? "attention.core.backward" : "attention.core");
     for (int r : ranks_)
-      for (const auto& [name, op] : kernels) dag_.add(r, kCompute, name, op);
+      for (const auto& [name, op] : ks) dag_.add(r, kCompute, prefix_ + name, op);
   }
 
   Dag& dag_;

@@ -14,6 +14,9 @@ struct ElementwisePlan {
   double bytes_per_block = 0;
 };
 
+// A grid-stride kernel's grid: `blocks_wanted` (one per unit of work it hands a block), at
+// least one and at most elementwise.blocks_per_sm on every SM, `bytes_moved` spread evenly.
+ElementwisePlan grid_stride_plan(double blocks_wanted, double bytes_moved, const HardwareSpec& hw);
 ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw);
 BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw);
 
