@@ -24,7 +24,7 @@ struct KindInfo {
   std::string_view cls;
 };
 
-constexpr std::array<KindInfo, 15> kKinds = {{
+constexpr std::array<KindInfo, 16> kKinds = {{
     {MeasurementKind::gemm, "gemm", "gemm"},
     {MeasurementKind::peer_copy, "peer_copy", "copy"},
     {MeasurementKind::local_copy, "local_copy", "copy"},
@@ -40,6 +40,7 @@ constexpr std::array<KindInfo, 15> kKinds = {{
     {MeasurementKind::reduction, "reduction", "reduction"},
     {MeasurementKind::scenario, "scenario", "scenario"},
     {MeasurementKind::attention, "attention", "attention"},
+    {MeasurementKind::elementwise, "elementwise", "elementwise"},
 }};
 
 const KindInfo& info(MeasurementKind k) {
@@ -90,6 +91,8 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
   else if (k != MeasurementKind::launch) keys.push_back("timing");  // a launch row is host to end; a scenario's, its makespan
+  if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop", "kernel"});
+  if (k == MeasurementKind::reduction) keys.push_back("kernel");
   if (k == MeasurementKind::attention)
     keys.insert(keys.end(), {"batch", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass", "implementation", "dtype", "tflops"});
   return keys;
@@ -147,6 +150,27 @@ AttentionProblem parse_attention_problem(const ObjectReader& r) {
     fail_at(r.path(), fmt::format("a query of {:.3g} elements is larger than any GPU memory holds (limit 2^36 elements)", q));
   if (attention_flops(a) > 1e18) fail_at(r.path(), fmt::format("{:.3g} FLOPs is more than the limit 1e18 for one kernel", attention_flops(a)));
   return a;
+}
+
+// One element-wise kernel: its traffic and, for ATen's unvectorized loops, its output's elements.
+ElementwiseOp parse_elementwise_kernel(const ObjectReader& r) {
+  ElementwiseOp e;
+  for (const auto& [key, v] : {std::pair{"bytes_read", &e.bytes_read}, std::pair{"bytes_written", &e.bytes_written}}) {
+    *v = r.has(key) ? r.positive_number(key) : 0.0;  // absent: none (a fill reads nothing)
+    if (*v > 1e15) fail_at(r.child_path(key), "larger than a petabyte");
+  }
+  if (e.bytes_read + e.bytes_written <= 0) fail_at(r.path(), "moves no bytes: give bytes_read or bytes_written");
+  const std::string loop = r.optional_string("loop").value_or("vectorized");
+  const auto l = parse_element_loop(loop);
+  if (!l) fail_at(r.child_path("loop"), fmt::format("unknown loop \"{}\" (vectorized, cast or strided)", loop));
+  e.loop = *l;
+  if (r.has("elements")) {
+    e.elements = r.positive_number("elements");
+    if (e.elements > 1e15) fail_at(r.child_path("elements"), "more than 1e15 elements");
+  } else if (e.loop != ElementLoop::vectorized) {
+    fail_at(r.child_path("elements"), fmt::format("missing: a {} loop is priced per element", loop));
+  }
+  return e;
 }
 
 // The scenario of a scenario measurement, errors re-rooted at its JSON path.
@@ -210,6 +234,9 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::gemm: return fmt::format("gemm {}", shape);
     case MeasurementKind::peer_copy:
     case MeasurementKind::local_copy: return fmt::format("{} {:.0f} B", kind, m.bytes);
+    case MeasurementKind::elementwise:
+      return fmt::format("elementwise {} {:.0f} B read {:.0f} B written", element_loop_name(m.elementwise.loop), m.elementwise.bytes_read,
+                         m.elementwise.bytes_written);
     case MeasurementKind::all_gather:
     case MeasurementKind::reduce_scatter:
     case MeasurementKind::all_reduce:
@@ -275,6 +302,8 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     m.reduction = *kernel;
   }
   if (m.kind == MeasurementKind::attention) m.attention = parse_attention_problem(r);
+  if (m.kind == MeasurementKind::elementwise) m.elementwise = parse_elementwise_kernel(r);
+  if (m.kind == MeasurementKind::elementwise || m.kind == MeasurementKind::reduction) m.kernel = r.optional_string("kernel").value_or("");
   if (m.kind == MeasurementKind::gemm_with_collective) {
     const std::string c = r.string("collective");
     if (c == "all_gather") m.collective = CollectiveKind::all_gather;

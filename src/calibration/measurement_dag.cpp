@@ -83,6 +83,11 @@ MeasurementDag measurement_dag(const Measurement& m) {
       md.target = md.dag.add(0, 0, "local_copy", ElementwiseOp{m.bytes, m.bytes});
       return md;
     }
+    case MeasurementKind::elementwise: {
+      MeasurementDag md{Dag(1)};
+      md.target = md.dag.add(0, 0, "elementwise", m.elementwise);
+      return md;
+    }
     case MeasurementKind::all_gather:
     case MeasurementKind::reduce_scatter:
     case MeasurementKind::all_reduce: {

@@ -5,6 +5,21 @@
 
 namespace tpsim {
 
+std::string_view element_loop_name(ElementLoop l) {
+  switch (l) {
+    case ElementLoop::vectorized: return "vectorized";
+    case ElementLoop::cast: return "cast";
+    case ElementLoop::strided: return "strided";
+  }
+  return "vectorized";
+}
+
+std::optional<ElementLoop> parse_element_loop(std::string_view s) {
+  for (ElementLoop l : {ElementLoop::vectorized, ElementLoop::cast, ElementLoop::strided})
+    if (element_loop_name(l) == s) return l;
+  return std::nullopt;
+}
+
 ElementwisePlan grid_stride_plan(double blocks_wanted, double bytes_moved, const HardwareSpec& hw) {
   ElementwisePlan plan;
   plan.blocks = static_cast<std::int64_t>(
@@ -21,11 +36,19 @@ ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw) {
   return grid_stride_plan(bytes_moved / (kVectorBytes * hw.elementwise.block.threads), bytes_moved, hw);
 }
 
-BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw) {
+BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, ElementLoop loop, double elements) {
   // No prologue: its start-up (elementwise.block_overhead) is dead time before bytes flow, not
   // a prologue other blocks' streaming hides, so the launch charges it as the kernel's ramp.
-  return BlockWork{.bytes = plan.bytes_per_block,
-                   .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps / hw.elementwise.blocks_per_sm};
+  double sm_bytes_per_ps = hw.memory.sm_max_bytes_per_ps;
+  // An unvectorized loop's SM moves its bytes no faster than it gets through the elements.
+  const double sm_elements_per_ps = loop == ElementLoop::cast      ? hw.elementwise.cast_sm_elements_per_ps
+                                    : loop == ElementLoop::strided ? hw.elementwise.strided_sm_elements_per_ps
+                                                                   : 0.0;
+  // The SM's share of the elements goes with its share of the bytes (every block the same).
+  const double blocks = static_cast<double>(plan.blocks);
+  if (sm_elements_per_ps > 0 && elements > 0 && plan.bytes_per_block > 0)
+    sm_bytes_per_ps = std::min(sm_bytes_per_ps, sm_elements_per_ps * plan.bytes_per_block * blocks / elements);
+  return BlockWork{.bytes = plan.bytes_per_block, .max_bytes_per_ps = sm_bytes_per_ps / hw.elementwise.blocks_per_sm};
 }
 
 }  // namespace tpsim

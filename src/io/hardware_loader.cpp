@@ -29,6 +29,7 @@ const std::map<std::string, std::map<std::string, double>>& unit_table() {
       {"time", {{"ns", 1e3}, {"us", 1e6}}},                          // -> ps
       {"bandwidth", {{"GB/s", 1e9 / 1e12}, {"TB/s", 1e12 / 1e12}}},  // -> bytes/ps
       {"flops", {{"TFLOP/s", 1e12 / 1e12}}},                         // -> FLOP/ps
+      {"throughput", {{"Gelem/s", 1e9 / 1e12}}},                     // -> elements/ps
   };
   return table;
 }
@@ -41,6 +42,7 @@ std::pair<double, double> physical_range(const std::string& dimension) {
   if (dimension == "flops") return {0.1, 1e5};             // 0.1 .. 100000 TFLOP/s
   if (dimension == "bytes") return {1.0, 1e12};
   if (dimension == "fraction") return {1e-3, 1.0};
+  if (dimension == "throughput") return {1e-5, 10.0};      // 0.01 .. 10000 G elements/s (per SM)
   if (dimension == "ratio") return {1.0, 64.0};
   return {1.0, 1e9};                                       // counts (each key has its own tighter limit)
 }
@@ -354,11 +356,15 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.barrier.latency = baq.time("latency");
   hw.barrier.block = {baq.count("threads"), baq.count("threads") * baq.count("registers_per_thread"), 0, 1};
 
-  const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead"});
+  const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead",
+                                                     "cast_sm_rate", "strided_sm_rate"});
   const Quantities eq(ew);
   hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
   hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm", 1024);
   hw.elementwise.block_overhead = eq.time("block_overhead");
+  // Optional: where absent, ATen's unvectorized loops stream like vectorized ones.
+  if (ew.has("cast_sm_rate")) hw.elementwise.cast_sm_elements_per_ps = eq.get("cast_sm_rate", "throughput");
+  if (ew.has("strided_sm_rate")) hw.elementwise.strided_sm_elements_per_ps = eq.get("strided_sm_rate", "throughput");
 
   const ObjectReader red = root.object("reduction", {"aten_sum", "triton"});
   for (ReductionKernel k : {ReductionKernel::aten_sum, ReductionKernel::triton}) {

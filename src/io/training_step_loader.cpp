@@ -255,7 +255,7 @@ void check_zero_bubble(const TrainingStepSpec& t, const ObjectReader& w) {
 
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
-          "virtual_stages", "linear_dtype", "compile", "elementwise", "cross_entropy", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
+          "virtual_stages", "linear_dtype", "compile", "elementwise", "cross_entropy", "optimizer", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
           "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
           "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input"};
 }
@@ -338,6 +338,7 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   t.aten_elementwise = parse_choice(w, "elementwise", false, {{"fused", false}, {"aten", true}});
   t.cross_entropy = parse_choice(w, "cross_entropy", CrossEntropy::in_place,
                                  {{"in_place", CrossEntropy::in_place}, {"aten", CrossEntropy::aten}, {"compiled", CrossEntropy::compiled}});
+  t.optimizer = parse_choice(w, "optimizer", OptimizerImpl::fused, {{"fused", OptimizerImpl::fused}, {"foreach", OptimizerImpl::foreach}});
   t.loss_parallel = w.optional_bool("loss_parallel").value_or(true);
   if (w.has("loss_parallel") && !t.pytorch_loss())
     fail_at(w.child_path("loss_parallel"),

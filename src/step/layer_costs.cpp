@@ -163,11 +163,6 @@ Tick elementwise_time(const HardwareSpec& hw, const std::vector<ElementwiseOp>& 
 
 }  // namespace
 
-Tick optimizer_time(const HardwareSpec& hw, double params) {
-  if (params <= 0) return 0;
-  return elementwise_time(hw, {ElementwiseOp{16.0 * params, 12.0 * params}});
-}
-
 LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   const TrainingStepSpec& t = s.workload.step;
   const HardwareSpec& hw = s.hardware;

@@ -101,17 +101,20 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     const double latents = all_tokens * static_cast<double>(t.model.mla.q_lora_rank + t.model.mla.kv_lora_rank);
     pass("attention.latent_norms", latents, latents);
   }
-  if (t.aten_elementwise) {
+  if (t.aten_elementwise || t.compile) {
     // RoPE on the recomputed K and the kept Q's output alike (both re-derived from mm
-    // outputs); MLA rotates only the rotary dims, each head's of the query and the one key
-    // part all heads share.
+    // outputs), then repeat_kv's copies for attention's backward (its inputs; only its output
+    // is kept): as the layer's forward runs them (strategies/layer.cpp). MLA rotates only the
+    // rotary dims, each head's of the query and the one key part all heads share.
     const std::int64_t heads = std::max<std::int64_t>(1, t.model.heads / tp);
     const double q = t.model.is_mla() ? static_cast<double>(heads * t.model.mla.rope_head_dim)
                                       : static_cast<double>(heads * t.model.head_dim);
     const double k = t.model.is_mla() ? static_cast<double>(t.model.mla.rope_head_dim)
                                       : static_cast<double>(std::max<std::int64_t>(1, t.model.kv_heads / tp) * t.model.head_dim);
-    aten("attention.rope.q", aten_rope_kernels(all_tokens * q, e, false));
-    aten("attention.rope.k", aten_rope_kernels(all_tokens * k, e, false));
+    const auto rope = t.aten_elementwise ? aten_rope_kernels : compiled_rope_kernels;
+    aten("attention.rope.q", rope(all_tokens * q, e, false));
+    aten("attention.rope.k", rope(all_tokens * k, e, false));
+    if (!t.model.is_mla() && k < q) aten("attention.repeat_kv", repeat_kv_kernels(all_tokens * k, all_tokens * q, e, t.aten_elementwise));
   }
   const auto linears = block_linears(t.model, tp, moe);
   // fp8: each distinct input of a recomputed linear cast once, each weight unless FSDP

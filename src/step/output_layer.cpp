@@ -21,6 +21,9 @@ struct LossShape {
   double e = 0;       // bytes per logit element
 };
 
+// logits.float(): ATen's up-cast, an unrolled loop with dynamic casting (elements-bound).
+ElementwiseOp up_cast(double logits, double e) { return {logits * e, logits * 4, logits, ElementLoop::cast}; }
+
 // The loss forward on `x.tokens` rows; returns the TP collectives it waits for.
 Tick add_loss_forward(Kernels& d, const TrainingStepSpec& t, const HardwareSpec& hw, const LossShape& x, const GroupLayout& tp_group) {
   const double logits = x.tokens * x.vocab, e = x.e, per_token = 4.0 * x.tokens;
@@ -30,7 +33,7 @@ Tick add_loss_forward(Kernels& d, const TrainingStepSpec& t, const HardwareSpec&
     // loss_parallel (torch/distributed/tensor/parallel/loss.py, read at pytorch 02eef6b):
     // _log_softmax as aten ops (amax, x - max, exp, sum, shifted - logsumexp) with an
     // all-reduce of the maxima and one of the sums, nll_loss's picked values all-reduced.
-    d.push_back({"cross_entropy.float", ElementwiseOp{logits * e, logits * 4}});
+    d.push_back({"cross_entropy.float", up_cast(logits, e)});
     d.push_back({"loss_parallel.amax", ElementwiseOp{logits * 4, per_token}});
     d.push_back({"loss_parallel.sub_max", ElementwiseOp{logits * 4, logits * 4}});
     d.push_back({"loss_parallel.exp", ElementwiseOp{logits * 4, logits * 4}});
@@ -44,9 +47,12 @@ Tick add_loss_forward(Kernels& d, const TrainingStepSpec& t, const HardwareSpec&
     // the sum of exponentials come from one read of the logits; a value per token is kept.
     d.push_back({"cross_entropy.compiled", ElementwiseOp{logits * e, 2 * per_token}});
   } else if (t.cross_entropy == CrossEntropy::aten) {
-    // logits.float(); log_softmax (a max-and-sum pass, then the output); nll_loss picks a value per token.
-    d.push_back({"cross_entropy.float", ElementwiseOp{logits * e, logits * 4}});
-    d.push_back({"cross_entropy.log_softmax", ElementwiseOp{logits * 8, logits * 4}});
+    // logits.float(); log_softmax: a row of a vocabulary's logits is too long to stay in shared
+    // memory, so ATen's cunn_SoftMaxForward reads it three times (its maximum, the sum of
+    // exponentials, then the output: aten/src/ATen/native/cuda/SoftMax.cu); nll_loss picks a
+    // value per token.
+    d.push_back({"cross_entropy.float", up_cast(logits, e)});
+    d.push_back({"cross_entropy.log_softmax", ElementwiseOp{logits * 12, logits * 4}});
     d.push_back({"cross_entropy.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token}});
   } else {
     d.push_back({"cross_entropy", ElementwiseOp{logits * e, per_token}});  // logits read once, fp32 loss per token
@@ -69,9 +75,10 @@ void add_loss_backward(Kernels& d, const TrainingStepSpec& t, const LossShape& x
     // written in the logits' dtype.
     d.push_back({"cross_entropy.compiled.backward", ElementwiseOp{logits * e + 2 * 4.0 * x.tokens, logits * e}});
   } else if (t.cross_entropy == CrossEntropy::aten) {
-    // nll_loss's dense gradient, log_softmax's, the down-cast.
+    // nll_loss's dense gradient, log_softmax's (cunn_SoftMaxBackward: the gradient's row sum,
+    // then the gradient and the output read again), the down-cast.
     d.push_back({"cross_entropy.nll_loss.backward", ElementwiseOp{8.0 * x.tokens, logits * 4}});
-    d.push_back({"cross_entropy.log_softmax.backward", ElementwiseOp{logits * 8, logits * 4}});
+    d.push_back({"cross_entropy.log_softmax.backward", ElementwiseOp{logits * 12, logits * 4}});
     d.push_back({"cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e}});
   } else {
     d.push_back({"cross_entropy.backward", ElementwiseOp{logits * e, logits * e}});

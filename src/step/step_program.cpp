@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/step/kernels_alone.hpp"
+#include "tpsim/step/optimizer_step.hpp"
 #include "tpsim/step/memory_ledger.hpp"
 #include "tpsim/step/pipeline_order.hpp"
 #include "tpsim/step/weight_gradients.hpp"
@@ -466,7 +467,7 @@ class ProgramBuilder {
     std::vector<int> deps;
     if (last_reduce >= 0) deps.push_back(last_reduce);
     if (last_all_reduce >= 0) deps.push_back(last_all_reduce);
-    const Tick step = optimizer_time(hw_, plan_.stages[static_cast<std::size_t>(rank)].shard);
+    const Tick step = optimizer_step_time(hw_, plan_.stages[static_cast<std::size_t>(rank)].shard, t_.optimizer);
     const int optimizer = compute(rank, "optimizer.step", step, 0, deps, mix_of({{"optimizer", step}}));
     if (t_.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale && t_.weights_gathered_in_fp8()) precompute_scales(rank, optimizer);
   }

@@ -74,6 +74,7 @@ class LayerBuilder {
     gather("ffn.w2.backward", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.f, x.h, x.t}, {x.f, x.h, x.tr}}}, Weights::first_gemm);
     if (gated_) {
       swiglu(true);
+      input_grad_sums("ffn.w13.backward_input", 1);  // w1's and w3's
       scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}});
       weight_gradient("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     } else {
@@ -91,6 +92,7 @@ class LayerBuilder {
     gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}}, Weights::first_gemm);
     attention(true);
     rope(true);
+    input_grad_sums("attention.qkv.backward_input", 2);  // wq's, wk's and wv's
     scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}});
     weight_gradient("attention.qkv.backward_weight", x.tr * x.h,
            {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}});
@@ -153,6 +155,7 @@ class LayerBuilder {
     }
     input.push_back({{x.t, x.h, kva}, {x.tr, x.h, kva}});
     weight.push_back({{x.h, kva, x.t}, {x.h, kva, x.tr}});
+    input_grad_sums("attention.qkv.backward_input", static_cast<int>(input.size()) - 1);
     scatter("attention.qkv.backward_input", x.tr * x.h, std::move(input), Weights::every_gemm);
     weight_gradient("attention.qkv.backward_weight", x.tr * x.h, std::move(weight));
     // The replicated down projections' (and latent norms') gradients are partial on each TP
@@ -229,21 +232,50 @@ class LayerBuilder {
     if (sc_.workload.aten_elementwise) return kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, false));
     if (!sc_.workload.compile) local(name, elems, elems);
   }
-  void norm_backward(const std::string& name, std::int64_t elems) {
-    if (sc_.workload.aten_elementwise) return kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, true));
-    local(name, 3 * elems, elems);
-  }
-  // Rotary embeddings on Q and K: charged as eager PyTorch's kernels only (a fused
-  // kernel's one pass over Q and K is left out, as before).
-  void rope(bool backward) {
+  // Linears that read one input (wq, wk, wv; w1, w3) each give autograd a gradient of it, which
+  // eager PyTorch sums pairwise as they come: `sums` adds of the gathered [T, h] partials
+  // before their reduce-scatter (charged with the region's one fused GEMM; compiled code
+  // folds them in).
+  void input_grad_sums(const std::string& name, int sums) {
     if (!sc_.workload.aten_elementwise) return;
+    for (int i = 0; i < sums; ++i) local(fmt::format("{}.sum{}", name, i), 2 * sh_.t * sh_.h, sh_.t * sh_.h);
+  }
+  // Eager autograd then adds the norm path's input gradient to the residual path's: a kernel
+  // of its own (compiled and fused kernels fold it in).
+  void norm_backward(const std::string& name, std::int64_t elems) {
+    if (!sc_.workload.aten_elementwise) return local(name, 3 * elems, elems);
+    kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, true));
+    local(name + ".add_residual_grad", 2 * elems, elems);
+  }
+  // Rotary embeddings on Q and K as torchtitan's apply_rotary_emb runs them: eager PyTorch's
+  // kernels, or under torch.compile generated casts around ATen's complex product (a fused
+  // kernel's one pass over Q and K, without either, is left out as before).
+  void rope(bool backward) {
+    const bool aten = sc_.workload.aten_elementwise;
+    if (!aten && !sc_.workload.compile) return;
     const std::string name = backward ? "attention.rope.backward" : "attention.rope";
     // MLA rotates only the rotary dims: each head's of the query, the one key part all heads share.
     const bool mla = is_mla();
     const double q = double(sh_.hq) * double(mla ? mla_.rope_head_dim : sh_.hd);
     const double k = mla ? double(mla_.rope_head_dim) : double(sh_.hkv * sh_.hd);
-    kernels(name + ".q", aten_rope_kernels(double(sh_.t) * q, sh_.e, backward));
-    kernels(name + ".k", aten_rope_kernels(double(sh_.t) * k, sh_.e, backward));
+    const auto kernels_for = aten ? aten_rope_kernels : compiled_rope_kernels;
+    kernels(name + ".q", kernels_for(double(sh_.t) * q, sh_.e, backward));
+    kernels(name + ".k", kernels_for(double(sh_.t) * k, sh_.e, backward));
+  }
+  // torchtitan's repeat_kv (eager or compiled model code) with fewer KV heads than query
+  // heads: K and V copied out to every query head before attention; backward sums each
+  // copy's gradient back over its repeats (ATen's reduce kernel, or a generated one).
+  void repeat_kv(bool backward) {
+    const bool aten = sc_.workload.aten_elementwise;
+    if ((!aten && !sc_.workload.compile) || is_mla() || sh_.hkv >= sh_.hq) return;
+    const double kv = double(sh_.t) * double(sh_.hkv * sh_.hd), q = double(sh_.t) * double(sh_.hq * sh_.hd);
+    if (!backward) return kernels("attention.repeat_kv", repeat_kv_kernels(kv, q, sh_.e, aten));
+    for (const char* which : {"k", "v"})
+      for (int r : ranks_) {
+        const std::string name = prefix_ + "attention.repeat_kv.backward." + which;
+        if (aten) dag_.add(r, kCompute, name, ReduceOp{static_cast<int>(sh_.hq / sh_.hkv), kv * sh_.e, ReductionKernel::aten_sum});
+        else dag_.add(r, kCompute, name, ElementwiseOp{q * sh_.e, kv * sh_.e});
+      }
   }
   void swiglu(bool backward) {
     const double n = double(sh_.t) * double(sh_.f);
@@ -259,11 +291,13 @@ class LayerBuilder {
   void attention(bool backward) {
     const AttentionChoice& how = sc_.workload.attention;
     const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype, how.impl == AttentionImpl::flash2, sh_.hv};
-    const auto ks = how.impl == AttentionImpl::unfused
-                        ? unfused_attention_kernels(a, how.dropout)
-                        : flash_attention_kernels(a, backward ? "attention.core.backward" : "attention.core");
+    const bool flash = how.impl != AttentionImpl::unfused;  // unfused attention repeats K and V itself
+    const auto ks = flash ? flash_attention_kernels(a, backward ? "attention.core.backward" : "attention.core")
+                          : unfused_attention_kernels(a, how.dropout);
+    if (flash && !backward) repeat_kv(false);
     for (int r : ranks_)
       for (const auto& [name, op] : ks) dag_.add(r, kCompute, prefix_ + name, op);
+    if (flash && backward) repeat_kv(true);
   }
 
   Dag& dag_;
@@ -285,8 +319,10 @@ double layer_op_estimate(const Scenario& s) {
   const auto& w = s.workload;
   const bool fwd = w.pass != Pass::backward, bwd = w.pass != Pass::forward;
   const double regions = (fwd ? 4.0 : 0.0) + (bwd ? 6.0 : 0.0);
-  // + local kernels (unfused attention's 16; eager aten norms, RoPE and SwiGLU about 61 more)
-  return static_cast<double>(s.gpus) * w.layers * (regions * (8.0 * s.gpus + 16) + 24 + (w.aten_elementwise ? 64 : 0));
+  // + local kernels (unfused attention's 16; eager aten norms, RoPE, repeat_kv and SwiGLU
+  // about 70 more; compiled RoPE and repeat_kv 16)
+  return static_cast<double>(s.gpus) * w.layers *
+         (regions * (8.0 * s.gpus + 16) + 24 + (w.aten_elementwise ? 76 : 0) + (w.compile ? 16 : 0));
 }
 
 void build_layers(Dag& dag, const Scenario& s, const VariantBuilders& variant, int pg) {

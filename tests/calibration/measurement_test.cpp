@@ -463,3 +463,22 @@ TEST_CASE("An attention row is one flash-attention kernel: FLOPs as FlashAttenti
              Catch::Matchers::Contains("more than the limit 1e18"));
   CHECK_THAT(error_of(fmt::format(R"([{{{}, "pass": "forward", "m": 4, "time_us": 1}}])", shape)), Catch::Matchers::Contains("$.measurements[0]"));
 }
+
+TEST_CASE("An elementwise row gives its traffic, and its elements where ATen's loop is priced per element", "[measurement]") {
+  const auto ms = parse(R"([{"kind": "elementwise", "bytes_read": 2e6, "bytes_written": 4e6, "elements": 1e6, "loop": "cast", "time_us": 5},
+                            {"kind": "elementwise", "bytes_written": 8e6, "time_us": 3, "kernel": "FillFunctor"}])");
+  REQUIRE(ms.size() == 2);
+  CHECK(ms[0].elementwise.loop == ElementLoop::cast);
+  CHECK(ms[0].elementwise.elements == 1e6);
+  CHECK(ms[1].elementwise.loop == ElementLoop::vectorized);
+  CHECK(ms[1].elementwise.bytes_read == 0);
+  CHECK(ms[1].kernel == "FillFunctor");
+  CHECK(measurement_class(ms[0].kind) == "elementwise");
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "strided", "time_us": 1}])") ==
+        "$.measurements[0].elements: missing: a strided loop is priced per element");
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "unrolled", "elements": 2, "time_us": 1}])") ==
+        R"($.measurements[0].loop: unknown loop "unrolled" (vectorized, cast or strided))");
+  CHECK(error_of(R"([{"kind": "elementwise", "time_us": 1}])") ==
+        "$.measurements[0]: moves no bytes: give bytes_read or bytes_written");
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 1e16, "time_us": 1}])") == "$.measurements[0].bytes_read: larger than a petabyte");
+}

@@ -82,3 +82,32 @@ TEST_CASE("ATen's sum has a start-up of its own: summing a few KiB takes longer 
   // Triton's kernel, with no start-up of its own given, starts like a streaming kernel.
   CHECK(to_us(hw.reduction.block_overhead[static_cast<int>(ReductionKernel::triton)]) == Approx(to_us(hw.elementwise.block_overhead)));
 }
+
+TEST_CASE("ATen's unvectorized loops are bound by elements, not bytes: faster HBM does not speed them up", "[cost][elementwise]") {
+  const HardwareSpec& hw = h100();
+  REQUIRE(hw.elementwise.cast_sm_elements_per_ps > 0);
+  REQUIRE(hw.elementwise.strided_sm_elements_per_ps > 0);
+  const double n = 64 * kMiB;  // a bf16 -> fp32 up-cast of n elements: 2n read, 4n written
+  const ElementwiseOp cast{2 * n, 4 * n, n, ElementLoop::cast}, vectorized{2 * n, 4 * n};
+  const double cast_us = kernel_alone_us(cast), vector_us = kernel_alone_us(vectorized);
+  // The same bytes through the cast loop take longer than streamed, and as long as its elements
+  // take at the SM rate (start-up aside).
+  CHECK(cast_us > 1.2 * vector_us);
+  const double elements_us = n / (hw.elementwise.cast_sm_elements_per_ps * hw.sm.count) / 1e6;
+  CHECK(cast_us - to_us(hw.elementwise.block_overhead) == Approx(elements_us).epsilon(0.03));
+  // 1.5x the HBM: the streamed copy gets faster, the cast loop does not (an H100 against an H200).
+  HardwareSpec fast_hbm = hw;
+  fast_hbm.memory.hbm_bytes_per_ps *= 1.5;
+  fast_hbm.memory.sm_max_bytes_per_ps *= 1.5;
+  CHECK(kernel_alone_us(vectorized, fast_hbm) < 0.75 * vector_us);
+  CHECK(kernel_alone_us(cast, fast_hbm) == Approx(cast_us).epsilon(0.01));
+  // Bound by elements: fewer bytes per element (a bf16 -> fp16 cast, say) take the same time...
+  CHECK(kernel_alone_us(ElementwiseOp{2 * n, 2 * n, n, ElementLoop::cast}) == Approx(cast_us).epsilon(0.02));
+  // ...until HBM binds first: a strided kernel never beats the streamed one of its bytes.
+  const ElementwiseOp wide{64 * n, 64 * n, n, ElementLoop::strided};
+  CHECK(kernel_alone_us(wide) >= kernel_alone_us(ElementwiseOp{64 * n, 64 * n}) * 0.999);
+  // Without the rates (a hardware file that gives none) the loops stream like vectorized kernels.
+  HardwareSpec unrated = hw;
+  unrated.elementwise.cast_sm_elements_per_ps = unrated.elementwise.strided_sm_elements_per_ps = 0;
+  CHECK(kernel_alone_us(cast, unrated) == Approx(vector_us).epsilon(1e-9));
+}

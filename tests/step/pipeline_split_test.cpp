@@ -2,9 +2,12 @@
 // counted as layers (torchtitan's generate_llm_fqn_per_model_part, Llama 3's balance).
 #include "support/catch.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "support/simulate.hpp"
+#include "support/step_compute.hpp"
 #include "tpsim/step/training_step.hpp"
 
 using namespace tpsim;
@@ -27,13 +30,6 @@ StepVariantRun run(const std::string& model, int gpus, const std::string& mesh, 
 std::string small(int layers) {
   return fmt::format(R"({{"hidden": 1024, "ffn_hidden": 4096, "heads": 8, "kv_heads": 8, "head_dim": 128, "layers": {}, "vocab": 128256}})",
                      layers);
-}
-
-Tick total_compute(const StepVariantRun& r) {
-  Tick t = 0;
-  for (const auto& task : r.plan.program.tasks)
-    if (!task.communication) t += task.work;
-  return t;
 }
 
 const StepTask& task(const StepVariantRun& r, const std::string& name) {
@@ -75,6 +71,7 @@ TEST_CASE("Llama 3's balance: one layer per chunk, the first chunk the embedding
   // The same work moved, none made or lost: the compute over all stages is that of the even split.
   const StepVariantRun even = run(small(14), 4, R"("pp": 4)", R"(, "pp_schedule": "interleaved_1f1b", "virtual_stages": 2, "microbatches": 8)");
   CHECK(total_compute(r) == total_compute(even));
+  CHECK(optimizer_launch_spread(r, even));
   // The embedding and output parameters sit on the stages that run them.
   CHECK(r.plan.stages[0].edge > 0);
   CHECK(r.plan.stages[3].edge > 0);

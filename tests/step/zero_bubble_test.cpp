@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "support/simulate.hpp"
+#include "support/step_compute.hpp"
 #include "tpsim/step/training_step.hpp"
 #include "tpsim/step/weight_gradients.hpp"
 
@@ -28,13 +29,6 @@ std::string doc(const std::string& extra, int seq_len = 4096, int microbatches =
 StepVariantRun run(const std::string& extra) {
   const Scenario s = parse_scenario(Json::parse(doc(extra)), "");
   return run_step_variant(s, "baseline", simulate_layer_costs(s, "baseline"));
-}
-
-Tick total_compute(const StepVariantRun& r) {
-  Tick t = 0;
-  for (const auto& task : r.plan.program.tasks)
-    if (!task.communication) t += task.work;
-  return t;
 }
 
 int count_named(const StepVariantRun& r, const std::string& part) {
@@ -118,6 +112,7 @@ TEST_CASE("ZBV runs its chunks in a V: the output layer on rank 0, no send at th
   }
   // The same work (each stage's optimizer step, over other parameters now, rounds on its own).
   CHECK(std::abs(total_compute(v) - total_compute(inter)) <= 4);
+  CHECK(optimizer_launch_spread(v, inter));
   CHECK(v.sim.makespan < inter.sim.makespan);
   CHECK_THAT(scenario_error(doc(R"(, "pp_schedule": "zbv_zero_bubble", "virtual_stages": 3)")), Catch::Matchers::Contains("workload.virtual_stages"));
   // DualPipeV needs a microbatch per stage: 8 over 4 ranks x 2 chunks is just enough.
@@ -144,6 +139,7 @@ TEST_CASE("MoE and MLA layers split too: the router's, experts' and latent proje
   CHECK(v.costs.backward_weight > 0);  // the dense first layer's MLA and FFN
   CHECK(v.costs.backward_weight < v.costs.backward / 2);
   CHECK(std::abs(total_compute(v) - total_compute(one)) <= 8);
+  CHECK(optimizer_launch_spread(v, one));
   CHECK(v.sim.makespan < one.sim.makespan);
   // DualPipeV on the same V: whole backwards and split ones mixed, the same work in all.
   const StepVariantRun dual = step("dualpipev");
@@ -151,5 +147,6 @@ TEST_CASE("MoE and MLA layers split too: the router's, experts' and latent proje
   CHECK(count_named(dual, ".backward_input.") == count_named(dual, ".backward_weight."));
   CHECK(count_named(dual, ".backward_input.") > 0);
   CHECK(std::abs(total_compute(dual) - total_compute(one)) <= 8);
+  CHECK(optimizer_launch_spread(dual, one));
   CHECK(dual.sim.makespan < one.sim.makespan);
 }

@@ -12,6 +12,7 @@
 #include "tpsim/cost/attention_cost.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
+#include "tpsim/dag/op.hpp"
 #include "tpsim/io/json_reader.hpp"
 #include "tpsim/workload/scenario.hpp"
 
@@ -35,6 +36,8 @@ enum class MeasurementKind {
                          // (the end of async TP's matmul -> reduce-scatter): kernel time
   scenario,              // a whole scenario variant: makespan, or one named op's time in it
   attention,             // one flash-attention kernel (forward or backward) on one GPU: kernel time
+  elementwise,           // one element-wise kernel on one GPU (`bytes_read`, `bytes_written`, and for an
+                         // ATen `cast` or `strided` loop its output `elements`): kernel time
 };
 
 // How a row was timed. `kernel`: the op's own device time (CUPTI, a profiler trace). `events`:
@@ -44,7 +47,7 @@ enum class MeasurementTiming { kernel, events };
 
 std::string_view measurement_kind_name(MeasurementKind k);
 // The op class an error report groups by: gemm, copy, collective, barrier, launch, interference,
-// reduction, attention, scenario.
+// reduction, attention, elementwise, scenario.
 std::string_view measurement_class(MeasurementKind k);
 
 struct Measurement {
@@ -54,6 +57,7 @@ struct Measurement {
   MeasurementKind kind = MeasurementKind::gemm;
   GemmProblem gemm{};  // gemm kinds
   AttentionProblem attention{};  // attention kind
+  ElementwiseOp elementwise{};   // elementwise kind
   double bytes = 0;    // copies, collectives (the whole buffer), interference
   int gpus = 1;        // the GPUs that meet in one collective or barrier
   int groups = 1;      // collective kinds: so many groups of `gpus` GPUs run it at once (group 0's is timed)
@@ -64,7 +68,7 @@ struct Measurement {
   double time_us = 0;  // the measured (median) time
   double weight = 1;   // in the fit's sum of squared log errors
   std::string hardware;  // the hardware its file says it was measured on ("" when it does not say)
-  std::string kernel;    // GEMM kinds: the vendor kernel that ran (microbench: cuBLASLt's pick), for the record
+  std::string kernel;    // the kernel that ran (GEMMs: the vendor's, microbench: cuBLASLt's pick), for the record
   int partials = 0;      // reduction: how many stacked partials are summed
   ReductionKernel reduction = ReductionKernel::aten_sum;  // reduction: which kernel sums them
   MeasurementTiming timing = MeasurementTiming::kernel;   // op-level kinds; not launch or scenario

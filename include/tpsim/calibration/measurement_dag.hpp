@@ -11,7 +11,7 @@ namespace tpsim {
 struct MeasurementDag {
   Dag dag;
   OpId target = 0;               // the op whose time is measured
-  std::vector<OpId> beside;      // ops run beside it whose ends also bound the span (gemm_pair)
+  std::vector<OpId> beside = {}; // ops run beside it whose ends also bound the span (gemm_pair)
   bool from_host_start = false;  // launch: from time zero (the host's first call), not from the op's start
   // What is measured: the target, and what runs beside it, from first start to last end.
   std::vector<OpId> spanned() const;

@@ -2,12 +2,23 @@
 // Memory-bound kernels (local copies, reductions, norms): a grid-stride kernel of
 // SMs x blocks_per_sm blocks, each streaming its share of the bytes from HBM.
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "tpsim/core/tick.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
 #include "tpsim/hw/hbm_pool.hpp"
 
 namespace tpsim {
+
+// How an ATen element-wise kernel walks its elements (aten/src/ATen/native/cuda/CUDALoops.cuh,
+// gpu_kernel_impl): `vectorized` (contiguous, one dtype: 16-byte vector loads, bound by HBM),
+// `cast` (contiguous but converting dtypes: the unrolled loop loads and stores each element
+// through a runtime dtype switch), `strided` (a broadcast or permuted operand: the legacy loop
+// computes each element's offsets). The last two are bound by instructions per element.
+enum class ElementLoop { vectorized, cast, strided };
+std::string_view element_loop_name(ElementLoop l);
+std::optional<ElementLoop> parse_element_loop(std::string_view s);
 
 struct ElementwisePlan {
   std::int64_t blocks = 0;
@@ -18,6 +29,9 @@ struct ElementwisePlan {
 // least one and at most elementwise.blocks_per_sm on every SM, `bytes_moved` spread evenly.
 ElementwisePlan grid_stride_plan(double blocks_wanted, double bytes_moved, const HardwareSpec& hw);
 ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw);
-BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw);
+// One block's work. An ATen `cast` or `strided` loop over `elements` (the output's) also caps
+// its SM's rate at what its instructions per element allow (elementwise.*_sm_elements_per_ps).
+BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, ElementLoop loop = ElementLoop::vectorized,
+                                 double elements = 0);
 
 }  // namespace tpsim

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tpsim/cost/attention_cost.hpp"
+#include "tpsim/cost/elementwise_cost.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
 
@@ -48,6 +49,8 @@ struct FusedRingGemmOp {  // one persistent kernel (grid = SMs): per step a subm
 using AttentionOp = AttentionProblem;  // flash attention on this rank's heads (cost/attention_cost.hpp)
 struct ElementwiseOp {  // memory-bound SM kernel (local copy, reduction)
   double bytes_read = 0, bytes_written = 0;
+  double elements = 0;  // the output's elements, for a `cast` or `strided` loop's per-element cost
+  ElementLoop loop = ElementLoop::vectorized;
 };
 struct ReduceOp {  // sums `inputs` stacked partials (each `out_bytes`) into one output, fp32 accumulation
   int inputs = 0;

@@ -184,6 +184,10 @@ struct ElementwiseSpec {
   // trip before bytes flow (behind the dirty lines earlier kernels left in L2), the last stores'
   // drain; its floor: a tiny copy still takes it.
   Tick block_overhead = 0;
+  // Elements one SM puts through ATen's unvectorized loops per ps (ElementLoop cast and
+  // strided): their instructions per element bound them below HBM's rate; 0: not modelled
+  // (such kernels stream at the vectorized rate).
+  double cast_sm_elements_per_ps = 0, strided_sm_elements_per_ps = 0;
 };
 
 // The kernels that may end a decomposed reduce-scatter (a software choice: see

@@ -51,8 +51,5 @@ struct LayerCosts {
 
 // `s`: a training_step scenario; `variant`: the TP strategy of the layers.
 LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant);
-// AdamW over `params` local fp32 parameters: read parameter, gradient and both
-// moments, write parameter and moments (28 bytes each), memory-bound.
-Tick optimizer_time(const HardwareSpec& hw, double params);
 
 }  // namespace tpsim

@@ -12,6 +12,8 @@
 //     the two paths' sum, the down-cast.
 //   RoPE, each of Q and K: float(), the complex multiply, type_as; backward the same three.
 //   SiLU * w3: silu, mul; backward mul's two gradients and silu_backward.
+// Each kernel says which of ATen's loops it runs (ElementLoop): the up-casts and the products
+// with a broadcast operand are bound by instructions per element, not by HBM.
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,5 +30,12 @@ NamedKernels aten_rmsnorm_kernels(double elems, double rows, double e, bool back
 NamedKernels aten_rope_kernels(double elems, double e, bool backward);
 // `elems`: one up-projection's output elements (w1's, as w3's).
 NamedKernels aten_swiglu_kernels(double elems, double e, bool backward);
+// RoPE under torch.compile (torchtitan compiles each block): generated casts around ATen's
+// complex product, forward and backward alike.
+NamedKernels compiled_rope_kernels(double elems, double e, bool backward);
+// torchtitan's repeat_kv before attention with fewer KV heads than query heads: K and V each
+// copied out to `q_elems` (eager: ATen's strided copy; compiled: a generated one). Backward
+// sums the copies back (a reduction: the caller's).
+NamedKernels repeat_kv_kernels(double kv_elems, double q_elems, double e, bool aten);
 
 }  // namespace tpsim

@@ -41,6 +41,9 @@ enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b, interleaved_
 enum class CpMethod { allgather, ring };
 // The loss kernels (TrainingStepSpec::cross_entropy).
 enum class CrossEntropy { in_place, aten, compiled };
+// PyTorch's AdamW implementation (TrainingStepSpec::optimizer): one fused kernel, or the
+// foreach ops of torch/optim/adam.py _multi_tensor_adam.
+enum class OptimizerImpl { fused, foreach };
 // How attention runs: one fused flash-attention kernel, or unfused as Megatron-LM's
 // DotProductAttention (megatron/core/transformer/dot_product_attention.py) and the
 // Megatron-LM of Korthikanti et al. 2022: a batched QK^T GEMM, a fused scale-mask-softmax
@@ -100,6 +103,10 @@ struct TrainingStepSpec {
   // loss under torch.compile (`"compiled"`, torchtitan's compile components "loss"): Inductor's
   // one online-softmax reduction forward and one pass writing the logits' gradient backward.
   CrossEntropy cross_entropy = CrossEntropy::in_place;
+  // AdamW's kernels (`"optimizer"`): `fused` (torchtitan's default from 2025, its
+  // `optimizer.implementation`; Megatron-LM's fused Adam alike) or `foreach` (torchtitan
+  // before that: `--optimizer.fused` off by default, `foreach=True`).
+  OptimizerImpl optimizer = OptimizerImpl::fused;
   // With `aten` and TP: torchtitan's default loss_parallel (torch.distributed.tensor.parallel
   // loss.py): the loss on this rank's vocabulary shard, log_softmax decomposed op by op with two
   // small all-reduces, backward in one fused formula of its own; else the logits are gathered.
