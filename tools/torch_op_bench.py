@@ -2,8 +2,8 @@
 """Op-level measurements of what eager PyTorch runs on one GPU, as a tpsim measurement file.
 
 Each row is one op as PyTorch issues it (torch.mm / torch._scaled_mm with cuBLAS's own kernel
-choice, torch.sum over stacked partials, Tensor.copy_, scaled_dot_product_attention's flash
-kernels), timed by the profiler (CUPTI kernel records: device time only, no launch gaps), the
+choice, torch.sum over stacked partials, Tensor.copy_, scaled_dot_product_attention's flash or
+cuDNN kernels), timed by the profiler (CUPTI kernel records: device time only, no launch gaps), the
 median over the repeats; the kernel that ran is kept in "kernel". Nothing here is a decomposed
 op or a layer: `tpsim calibrate` may fit these rows, `tpsim validate` checks a model on them.
 
@@ -31,6 +31,9 @@ def parse_args():
     p.add_argument("--kineto", help="also write a Kineto trace (record_shapes) of a few GEMMs here")
     p.add_argument("--parts", default="gemm,reduction,copy,attention",
                    help="comma-separated parts to run (default: all of gemm,reduction,copy,attention)")
+    p.add_argument("--attention-backend", choices=("flash", "cudnn"), default="flash",
+                   help="SDPA backend the attention rows force: flash (PyTorch's FlashAttention-2, rows \"flash2\") or "
+                        "cudnn (cuDNN's fused attention, the default on Hopper in recent PyTorch; rows \"cudnn\")")
     p.add_argument("--long-attention", action="store_true",
                    help="also causal attention at 32k-128k tokens (batch 1, 32 heads over 8): the shapes of context parallelism")
     args = p.parse_args()
@@ -271,6 +274,9 @@ def copy_rows(b, torch, quick):
 def attention_rows(b, torch, quick):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
+    cudnn = b.args.attention_backend == "cudnn"
+    backend = SDPBackend.CUDNN_ATTENTION if cudnn else SDPBackend.FLASH_ATTENTION
+    impl = "cudnn" if cudnn else "flash2"
     cases = [(2, 8192, 16, 16, (False, True)), (1, 8192, 32, 8, (False, True)), (1, 8192, 8, 1, (False, True)),
              (4, 4096, 32, 8, (False, True)), (8, 2048, 32, 8, (False, True))]
     if quick:
@@ -279,12 +285,14 @@ def attention_rows(b, torch, quick):
         cases += [(1, seq, 32, 8, (True,)) for seq in (32768, 65536, 131072)]
     for (batch, seq, heads, kv, causals) in cases:
         for causal in causals:
+            if cudnn:  # K and V repeated out to every query head first, as torchtitan's repeat_kv does
+                kv = heads
             q = torch.randn(batch, heads, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             k = torch.randn(batch, kv, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             v = torch.randn(batch, kv, seq, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 
             def fwd(q=q, k=k, v=v, causal=causal):
-                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                with sdpa_kernel(backend):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != heads)
             try:
                 o = fwd()
@@ -295,18 +303,21 @@ def attention_rows(b, torch, quick):
 
             def bwd(o=o, g=g, q=q, k=k, v=v):
                 torch.autograd.grad(o, (q, k, v), g, retain_graph=True)
-            base = {"kind": "attention", "implementation": "flash2", "batch": batch, "seq_len": seq, "heads": heads,
+            base = {"kind": "attention", "implementation": impl, "batch": batch, "seq_len": seq, "heads": heads,
                     "kv_heads": kv, "head_dim": 128, "causal": causal, "dtype": "bf16"}
             src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): "
-                   "F.scaled_dot_product_attention with SDPBackend.FLASH_ATTENTION (PyTorch's FlashAttention-2), "
-                   "flash kernels' CUPTI time")
-            is_flash = (lambda name: "flash" in name.lower())
+                   + ("F.scaled_dot_product_attention with SDPBackend.CUDNN_ATTENTION (cuDNN's fused attention), "
+                      "cudnn kernels' CUPTI time" if cudnn else
+                      "F.scaled_dot_product_attention with SDPBackend.FLASH_ATTENTION (PyTorch's FlashAttention-2), "
+                      "flash kernels' CUPTI time"))
+            # Backward: the main kernel and the two around it (dO.O and the dQ conversion), both backends.
+            ours = (lambda name: "cudnn" in name.lower()) if cudnn else (lambda name: "flash" in name.lower())
             b.add(dict(base, **{"pass": "forward", "source": src,
-                                "name": f"sdpa flash2 fwd b{batch} s{seq} h{heads}/{kv}{' causal' if causal else ''}"}),
-                  fwd, keep=is_flash, repeat=5)
+                                "name": f"sdpa {impl} fwd b{batch} s{seq} h{heads}/{kv}{' causal' if causal else ''}"}),
+                  fwd, keep=ours, repeat=5)
             b.add(dict(base, **{"pass": "backward", "source": src,
-                                "name": f"sdpa flash2 bwd b{batch} s{seq} h{heads}/{kv}{' causal' if causal else ''}"}),
-                  bwd, keep=is_flash, repeat=5)
+                                "name": f"sdpa {impl} bwd b{batch} s{seq} h{heads}/{kv}{' causal' if causal else ''}"}),
+                  bwd, keep=ours, repeat=5)
             del q, k, v, o, g
 
 

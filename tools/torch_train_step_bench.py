@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 
-from torch_op_bench import write_atomic  # the op bench beside this file: the same atomic write
+from torch_op_bench import import_torch_with_cuda, write_atomic  # the op bench beside this file: the same helpers
 
 
 def parse_args():
@@ -146,13 +146,8 @@ def build_model(torch, a):
 
 def main():
     a = parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("torch_train_step_bench: PyTorch is not installed", file=sys.stderr)
-        return 3
-    if not torch.cuda.is_available():
-        print("torch_train_step_bench: no CUDA GPU", file=sys.stderr)
+    torch = import_torch_with_cuda("torch_train_step_bench")
+    if torch is None:
         return 3
     torch.cuda.set_device(0)
     dev = torch.device("cuda:0")

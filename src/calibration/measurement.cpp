@@ -121,7 +121,8 @@ std::int64_t dim(const ObjectReader& r, const std::string& key) {
 
 // One flash-attention kernel: batch x seq_len tokens (each sequence attends within itself),
 // `heads` query heads over `kv_heads` (default: as many), `implementation` the kernel whose
-// efficiencies the hardware file gives (`flash`: its newest, `flash2`: FlashAttention-2).
+// efficiencies the hardware file gives (`flash`: its newest, `flash2`: FlashAttention-2,
+// `cudnn`: cuDNN's fused attention).
 AttentionProblem parse_attention_problem(const ObjectReader& r) {
   AttentionProblem a;
   a.seq_len = dim(r, "seq_len");
@@ -140,8 +141,10 @@ AttentionProblem parse_attention_problem(const ObjectReader& r) {
   if (pass != "forward" && pass != "backward") fail_at(r.child_path("pass"), fmt::format("unknown pass \"{}\" (forward or backward)", pass));
   a.backward = pass == "backward";
   const std::string impl = r.optional_string("implementation").value_or("flash");
-  if (impl != "flash" && impl != "flash2") fail_at(r.child_path("implementation"), fmt::format("unknown implementation \"{}\" (flash or flash2)", impl));
-  a.flash2 = impl == "flash2";
+  bool known = false;
+  for (AttentionKernel k : {AttentionKernel::newest, AttentionKernel::flash2, AttentionKernel::cudnn})
+    if (attention_kernel_name(k) == impl) a.kernel = k, known = true;
+  if (!known) fail_at(r.child_path("implementation"), fmt::format("unknown implementation \"{}\" (flash, flash2 or cudnn)", impl));
   a.dtype = parse_dtype_at(r);
   // Q (and the output) as large as a GEMM operand may be, and no prediction that overflows
   // the simulator's picoseconds.
@@ -251,7 +254,7 @@ std::string default_name(const Measurement& m) {
       return fmt::format("reduction {} of {} x {:.0f} B", reduction_kernel_name(m.reduction), m.partials, m.bytes);
     case MeasurementKind::attention: {
       const AttentionProblem& a = m.attention;
-      return fmt::format("attention {} {} {}x{} heads {} dim {}{} {}", a.flash2 ? "flash2" : "flash", a.backward ? "backward" : "forward",
+      return fmt::format("attention {} {} {}x{} heads {} dim {}{} {}", attention_kernel_name(a.kernel), a.backward ? "backward" : "forward",
                          a.tokens / a.seq_len, a.seq_len, a.heads, a.head_dim, a.causal ? " causal" : "", dtype_name(a.dtype));
     }
     case MeasurementKind::scenario:
@@ -404,7 +407,7 @@ Json measurement_json(const Measurement& m) {
     if (a.v_head_dim > 0) j["v_head_dim"] = a.v_head_dim;
     j["causal"] = a.causal;
     j["pass"] = a.backward ? "backward" : "forward";
-    j["implementation"] = a.flash2 ? "flash2" : "flash";
+    j["implementation"] = std::string(attention_kernel_name(a.kernel));
     j["dtype"] = std::string(dtype_name(a.dtype));
   }
   if (m.timing == MeasurementTiming::events) j["timing"] = "events";
@@ -428,6 +431,11 @@ void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec&
   for (const Measurement& m : ms) {
     if (has_gemm(m.kind) && !hw.computes(m.gemm.dtype))
       throw InputError(fmt::format("{}: {}", m.origin, missing_dtype_message(hw, m.gemm.dtype)));
+    if (m.kind == MeasurementKind::attention && !hw.attention.has(m.attention.kernel))
+      throw InputError(fmt::format("{}: hardware {} gives no efficiencies for attention implementation \"{}\" "
+                                   "(attention.{}_forward_efficiency and {}_backward_efficiency)",
+                                   m.origin, hw.name, attention_kernel_name(m.attention.kernel), attention_kernel_name(m.attention.kernel),
+                                   attention_kernel_name(m.attention.kernel)));
   }
 }
 

@@ -5,6 +5,15 @@
 
 namespace tpsim {
 
+std::string_view attention_kernel_name(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::newest: return "flash";
+    case AttentionKernel::flash2: return "flash2";
+    case AttentionKernel::cudnn: return "cudnn";
+  }
+  return "flash";
+}
+
 double attention_flops(const AttentionProblem& a) {
   // Q K^T over head_dim, then P V over the value width.
   const double fwd = 2.0 * static_cast<double>(a.tokens) * static_cast<double>(a.seq_len) *
@@ -26,11 +35,10 @@ AttentionPlan plan_attention(const AttentionProblem& a, const HardwareSpec& hw) 
   p.blocks = std::max<std::int64_t>(1, (a.tokens + hw.attention.block_rows - 1) / hw.attention.block_rows * a.heads);
   p.flops_per_block = attention_flops(a) / static_cast<double>(p.blocks);
   p.bytes_per_block = attention_bytes(a) / static_cast<double>(p.blocks);
-  if (a.flash2 && !hw.attention.has_flash2())
-    throw std::logic_error("FlashAttention-2 on hardware without its efficiencies (the scenario checks refuse it)");
-  p.efficiency = a.flash2 ? (a.backward ? hw.attention.flash2_backward_efficiency : hw.attention.flash2_forward_efficiency)
-                          : (a.backward ? hw.attention.backward_efficiency : hw.attention.forward_efficiency);
-  if (a.flash2 && a.causal) {
+  if (!hw.attention.has(a.kernel))
+    throw std::logic_error("an attention kernel on hardware without its efficiencies (the scenario checks refuse it)");
+  p.efficiency = hw.attention.efficiency(a.kernel, a.backward);
+  if (a.kernel == AttentionKernel::flash2 && a.causal) {
     p.tiles_per_sequence = std::max<std::int64_t>(1, (a.seq_len + hw.attention.block_rows - 1) / hw.attention.block_rows);
     p.heavy_first = a.backward;
   }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -378,16 +379,18 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   }
 
   const ObjectReader at = root.object("attention", {"forward_efficiency", "backward_efficiency", "block_rows",
-                                                    "flash2_forward_efficiency", "flash2_backward_efficiency"});
+                                                    "flash2_forward_efficiency", "flash2_backward_efficiency",
+                                                    "cudnn_forward_efficiency", "cudnn_backward_efficiency"});
   const Quantities aq(at);
   hw.attention.forward_efficiency = aq.get("forward_efficiency", "fraction");
   hw.attention.backward_efficiency = aq.get("backward_efficiency", "fraction");
   hw.attention.block_rows = aq.count("block_rows");
-  if (at.has("flash2_forward_efficiency") != at.has("flash2_backward_efficiency"))
-    fail_at(at.path(), "give flash2_forward_efficiency and flash2_backward_efficiency together");
-  if (at.has("flash2_forward_efficiency")) {
-    hw.attention.flash2_forward_efficiency = aq.get("flash2_forward_efficiency", "fraction");
-    hw.attention.flash2_backward_efficiency = aq.get("flash2_backward_efficiency", "fraction");
+  // Other kernels' pairs, each optional: forward and backward together.
+  for (const auto& [kernel, fwd, bwd] : {std::tuple{"flash2", &hw.attention.flash2_forward_efficiency, &hw.attention.flash2_backward_efficiency},
+                                         std::tuple{"cudnn", &hw.attention.cudnn_forward_efficiency, &hw.attention.cudnn_backward_efficiency}}) {
+    const std::string f = fmt::format("{}_forward_efficiency", kernel), b = fmt::format("{}_backward_efficiency", kernel);
+    if (at.has(f) != at.has(b)) fail_at(at.path(), fmt::format("give {} and {} together", f, b));
+    if (at.has(f)) *fwd = aq.get(f, "fraction"), *bwd = aq.get(b, "fraction");
   }
 
   // Every kind of block must fit an empty SM, or the simulation could never place it.

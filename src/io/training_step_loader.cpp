@@ -267,7 +267,8 @@ bool parse_tp_weight_grad_input(const ObjectReader& w) {
 AttentionChoice parse_attention_choice(const ObjectReader& w) {
   AttentionChoice a;
   a.impl = parse_choice(w, "attention", AttentionImpl::flash,
-                        {{"flash", AttentionImpl::flash}, {"flash2", AttentionImpl::flash2}, {"unfused", AttentionImpl::unfused}});
+                        {{"flash", AttentionImpl::flash}, {"flash2", AttentionImpl::flash2}, {"cudnn", AttentionImpl::cudnn},
+                         {"unfused", AttentionImpl::unfused}});
   if (w.has("attention_dropout")) {
     const Json& v = w.at("attention_dropout");
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() >= 1)
@@ -401,6 +402,9 @@ void check_attention_hardware(const AttentionChoice& a, const HardwareSpec& hw) 
   if (a.impl == AttentionImpl::flash2 && !hw.attention.has_flash2())
     fail_at("$.workload.attention", fmt::format("\"flash2\": hardware {} gives no FlashAttention-2 efficiencies "
                                                 "(attention.flash2_forward_efficiency and flash2_backward_efficiency)", hw.name));
+  if (a.impl == AttentionImpl::cudnn && !hw.attention.has(AttentionKernel::cudnn))
+    fail_at("$.workload.attention", fmt::format("\"cudnn\": hardware {} gives no efficiencies for cuDNN's attention "
+                                                "(attention.cudnn_forward_efficiency and cudnn_backward_efficiency)", hw.name));
 }
 
 std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, std::int64_t gpus, const HardwareSpec& hw) {

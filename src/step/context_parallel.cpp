@@ -35,7 +35,7 @@ Tick alone(OpPayload op, const HardwareSpec& hw) { return kernels_alone({{"kerne
 AttentionProblem cp_block_problem(const TrainingStepSpec& t, Dtype dtype, bool backward) {
   const CpShape s = cp_shape(t);
   return AttentionProblem{s.tokens, s.per_sequence, s.heads, s.kv_heads, s.head_dim, true, backward, dtype,
-                          t.attention.impl == AttentionImpl::flash2, s.v_head_dim};
+                          attention_kernel_of(t.attention.impl), s.v_head_dim};
 }
 
 double cp_kv_block_bytes(const TrainingStepSpec& t, double element_bytes) {

@@ -290,7 +290,7 @@ class LayerBuilder {
   void residual(const std::string& name, std::int64_t elems) { local(name, 2 * elems, (sc_.workload.compile ? 2 : 1) * elems); }
   void attention(bool backward) {
     const AttentionChoice& how = sc_.workload.attention;
-    const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype, how.impl == AttentionImpl::flash2, sh_.hv};
+    const AttentionOp a{sh_.t, sh_.s, sh_.hq, sh_.hkv, sh_.hd, true, backward, sc_.dtype, attention_kernel_of(how.impl), sh_.hv};
     const bool flash = how.impl != AttentionImpl::unfused;  // unfused attention repeats K and V itself
     const auto ks = flash ? flash_attention_kernels(a, backward ? "attention.core.backward" : "attention.core")
                           : unfused_attention_kernels(a, how.dropout);

@@ -61,7 +61,17 @@ std::string_view pipeline_schedule_name(PipelineSchedule p) {
 }
 
 std::string_view attention_impl_name(AttentionImpl a) {
-  return a == AttentionImpl::flash ? "flash" : a == AttentionImpl::flash2 ? "flash2" : "unfused";
+  switch (a) {
+    case AttentionImpl::flash: return "flash";
+    case AttentionImpl::flash2: return "flash2";
+    case AttentionImpl::cudnn: return "cudnn";
+    case AttentionImpl::unfused: return "unfused";
+  }
+  return "flash";
+}
+
+AttentionKernel attention_kernel_of(AttentionImpl a) {
+  return a == AttentionImpl::flash2 ? AttentionKernel::flash2 : a == AttentionImpl::cudnn ? AttentionKernel::cudnn : AttentionKernel::newest;
 }
 
 std::string_view cp_method_name(CpMethod m) { return m == CpMethod::allgather ? "allgather" : "ring"; }

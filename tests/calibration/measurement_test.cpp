@@ -435,7 +435,7 @@ TEST_CASE("An attention row is one flash-attention kernel: FLOPs as FlashAttenti
   CHECK(ms[0].time_us == Approx(4.0 * 2 * 8192.0 * 8192 * 16 * 128 / 369.9e12 * 1e6));
   CHECK(ms[0].time_us == Approx(2972).epsilon(0.001));
   CHECK(ms[1].attention.causal);          // causal unless said otherwise
-  CHECK_FALSE(ms[1].attention.flash2);    // the hardware's newest kernel unless said otherwise
+  CHECK(ms[1].attention.kernel == AttentionKernel::newest);    // the hardware's newest kernel unless said otherwise
   CHECK(ms[1].attention.kv_heads == 16);  // as many KV heads as query heads unless said otherwise
   CHECK(ms[0].name == "attention flash2 forward 2x8192 heads 16 dim 128 bf16");
   // A round trip keeps the problem.
@@ -481,4 +481,23 @@ TEST_CASE("An elementwise row gives its traffic, and its elements where ATen's l
   CHECK(error_of(R"([{"kind": "elementwise", "time_us": 1}])") ==
         "$.measurements[0]: moves no bytes: give bytes_read or bytes_written");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 1e16, "time_us": 1}])") == "$.measurements[0].bytes_read: larger than a petabyte");
+}
+
+TEST_CASE("An attention row names its kernel, and one the hardware gives no rates for is refused, not a crash", "[measurement]") {
+  const auto ms = parse(R"([{"kind": "attention", "implementation": "cudnn", "batch": 1, "seq_len": 4096, "heads": 8, "head_dim": 128,
+                             "pass": "backward", "dtype": "bf16", "time_us": 100}])");
+  REQUIRE(ms.size() == 1);
+  CHECK(ms[0].attention.kernel == AttentionKernel::cudnn);
+  CHECK(ms[0].name == "attention cudnn backward 1x4096 heads 8 dim 128 causal bf16");
+  CHECK(error_of(R"([{"kind": "attention", "implementation": "fa4", "batch": 1, "seq_len": 4096, "heads": 8, "head_dim": 128,
+                      "pass": "forward", "dtype": "bf16", "time_us": 100}])") ==
+        R"($.measurements[0].implementation: unknown implementation "fa4" (flash, flash2 or cudnn))");
+  HardwareSpec no_cudnn = test::h100();
+  no_cudnn.attention.cudnn_forward_efficiency = no_cudnn.attention.cudnn_backward_efficiency = 0;
+  try {
+    check_dtypes_served(ms, no_cudnn);
+    FAIL("a cudnn row on hardware without its rates was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("gives no efficiencies for attention implementation \"cudnn\"") != std::string::npos);
+  }
 }

@@ -28,7 +28,7 @@ TEST_CASE("FlashAttention-2 runs a compute-bound attention at its own fraction o
   for (const bool backward : {false, true}) {
     AttentionOp fa3{16384, 8192, 32, 8, 128, true, backward, Dtype::bf16};
     AttentionOp fa2 = fa3;
-    fa2.flash2 = true;
+    fa2.kernel = AttentionKernel::flash2;
     const double t3 = to_us(kernels_alone({{"fa3", fa3}}, hw)), t2 = to_us(kernels_alone({{"fa2", fa2}}, hw));
     const double ratio = backward ? hw.attention.backward_efficiency / hw.attention.flash2_backward_efficiency
                                   : hw.attention.forward_efficiency / hw.attention.flash2_forward_efficiency;
@@ -59,7 +59,7 @@ TEST_CASE("Causal FlashAttention-2 hands out its query tiles light to heavy: few
   const HardwareSpec& hw = h100();
   // One sequence of 8192 over 8 query heads (Llama 3 70B's per-rank heads at TP 8): 512 tiles.
   AttentionOp fwd{8192, 8192, 8, 1, 128, true, false, Dtype::bf16};
-  fwd.flash2 = true;
+  fwd.kernel = AttentionKernel::flash2;
   const AttentionPlan plan = plan_attention(fwd, hw);
   REQUIRE(plan.tiles_per_sequence == 64);
   // The tiles' work sums to the kernel's FLOPs: the shares average 1.
@@ -83,7 +83,7 @@ TEST_CASE("Causal FlashAttention-2 hands out its query tiles light to heavy: few
   CHECK(ratio_bwd < causal_us / full_us);
   // FlashAttention-3 (the hardware's own kernel) keeps the average per tile.
   AttentionOp fa3 = fwd;
-  fa3.flash2 = false;
+  fa3.kernel = AttentionKernel::newest;
   CHECK(plan_attention(fa3, hw).tiles_per_sequence == 0);
 }
 
@@ -91,7 +91,7 @@ TEST_CASE("FlashAttention-2's backward is three kernels: two memory-bound ones a
           "[attention][flash2]") {
   const HardwareSpec& hw = h100();
   AttentionOp bwd{16384, 2048, 32, 8, 128, true, true, Dtype::bf16};
-  bwd.flash2 = true;
+  bwd.kernel = AttentionKernel::flash2;
   const auto ks = flash_attention_kernels(bwd, "core");
   REQUIRE(ks.size() == 3);
   CHECK(ks[0].first == "core.dot_do_o");
@@ -118,6 +118,32 @@ TEST_CASE("FlashAttention-2's backward is three kernels: two memory-bound ones a
   fwd.backward = false;
   CHECK(flash_attention_kernels(fwd, "core").size() == 1);
   AttentionOp fa3 = bwd;
-  fa3.flash2 = false;
+  fa3.kernel = AttentionKernel::newest;
   CHECK(flash_attention_kernels(fa3, "core").size() == 1);
+}
+
+TEST_CASE("cuDNN's fused attention (SDPA's cuDNN backend): its own rates, three kernels backward as FlashAttention-2's, and "
+          "refused where the hardware gives no rates for it",
+          "[attention][cudnn][input]") {
+  const HardwareSpec& hw = h100();
+  REQUIRE(hw.attention.has(AttentionKernel::cudnn));
+  AttentionOp fwd{16384, 8192, 32, 32, 128, true, false, Dtype::bf16};
+  fwd.kernel = AttentionKernel::cudnn;
+  // Compute-bound: never faster than its FLOPs at the cuDNN rate, and within the last wave's
+  // tail and the blocks' prologues of it (4,096 blocks over 132 SMs).
+  const double us = to_us(kernels_alone({{"cudnn", fwd}}, hw));
+  const double ideal = attention_flops(fwd) / (hw.peak_flops_per_ps[static_cast<int>(Dtype::bf16)] * hw.attention.cudnn_forward_efficiency) / 1e6;
+  CHECK(us >= ideal);
+  CHECK(us <= 1.1 * ideal);
+  AttentionOp bwd = fwd;
+  bwd.backward = true;
+  const auto ks = flash_attention_kernels(bwd, "core");
+  REQUIRE(ks.size() == 3);
+  CHECK(ks[0].first == "core.dot_do_o");
+  CHECK(ks[2].first == "core.convert_dq");
+  CHECK(flash_attention_kernels(fwd, "core").size() == 1);
+  // A layer or step that asks for it on hardware without cuDNN's rates is one line naming the key.
+  CHECK(scenario_error(layer("b200", R"(, "attention": "cudnn")"))
+            .find("$.workload.attention: \"cudnn\": hardware b200 gives no efficiencies for cuDNN's attention") != std::string::npos);
+  CHECK(makespan_us(simulate(layer("h100_sxm", R"(, "attention": "cudnn")")), "baseline") > 0);
 }

@@ -58,7 +58,7 @@ TEST_CASE("DeepSeek-V3's parameters come out as published: 671B in all, about 37
 }
 
 TEST_CASE("MLA attention reads 192-wide queries and keys and 128-wide values: FLOPs and bytes follow both widths", "[cost][mla]") {
-  AttentionProblem mla{8192, 4096, 16, 16, 192, true, false, Dtype::bf16, false, 128};
+  AttentionProblem mla{8192, 4096, 16, 16, 192, true, false, Dtype::bf16, AttentionKernel::newest, 128};
   AttentionProblem wide = mla, narrow = mla;
   wide.v_head_dim = 0;  // values as wide as keys
   narrow.head_dim = 128, narrow.v_head_dim = 0;

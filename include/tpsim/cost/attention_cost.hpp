@@ -3,6 +3,7 @@
 // tiles per (sequence, head); each block's time comes from its share of the
 // FLOPs at the measured fraction of tensor peak, or its share of the bytes.
 #include <cstdint>
+#include <string_view>
 
 #include "tpsim/core/tick.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
@@ -10,15 +11,15 @@
 
 namespace tpsim {
 
+std::string_view attention_kernel_name(AttentionKernel k);  // "flash", "flash2", "cudnn"
+
 // One flash-attention call: this rank's heads (GQA: fewer KV heads) over its tokens.
 struct AttentionProblem {
   std::int64_t tokens = 0, seq_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
   bool causal = true;
   bool backward = false;
   Dtype dtype = Dtype::bf16;
-  // FlashAttention-2 (PyTorch SDPA's flash backend) where the hardware's own figures are
-  // for a newer kernel (FlashAttention-3 on Hopper).
-  bool flash2 = false;
+  AttentionKernel kernel = AttentionKernel::newest;
   // The value (and output) width per head where it differs from the query/key's (MLA:
   // 192-wide queries and keys, 128-wide values); 0: head_dim.
   std::int64_t v_head_dim = 0;

@@ -168,13 +168,32 @@ struct BarrierSpec {
   BlockResources block;
 };
 
+// Which fused attention kernel runs: the hardware's newest flash kernel (its
+// attention.forward/backward_efficiency: FlashAttention-3 on Hopper), FlashAttention-2
+// (PyTorch SDPA's flash backend) or cuDNN's fused attention (SDPA's cuDNN backend, which
+// recent PyTorch picks on Hopper: cudnn_generated_fort_native_sdpa_sm90_flash_fprop/bprop).
+enum class AttentionKernel { newest, flash2, cudnn };
+
 struct AttentionSpec {
   double forward_efficiency = 0;   // fraction of tensor peak a flash-attention forward sustains
   double backward_efficiency = 0;
   std::int64_t block_rows = 0;     // query rows per block
   // FlashAttention-2's, where the figures above are a newer kernel's (0: not given).
   double flash2_forward_efficiency = 0, flash2_backward_efficiency = 0;
+  // cuDNN's fused attention (PyTorch SDPA's cuDNN backend; 0: not given).
+  double cudnn_forward_efficiency = 0, cudnn_backward_efficiency = 0;
   bool has_flash2() const { return flash2_forward_efficiency > 0; }
+  bool has(AttentionKernel k) const {
+    return k == AttentionKernel::newest || (k == AttentionKernel::flash2 ? has_flash2() : cudnn_forward_efficiency > 0);
+  }
+  double efficiency(AttentionKernel k, bool backward) const {
+    switch (k) {
+      case AttentionKernel::flash2: return backward ? flash2_backward_efficiency : flash2_forward_efficiency;
+      case AttentionKernel::cudnn: return backward ? cudnn_backward_efficiency : cudnn_forward_efficiency;
+      case AttentionKernel::newest: break;
+    }
+    return backward ? backward_efficiency : forward_efficiency;
+  }
 };
 
 struct ElementwiseSpec {

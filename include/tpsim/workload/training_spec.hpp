@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tpsim/hw/dtype.hpp"
+#include "tpsim/hw/hardware_spec.hpp"
 #include "tpsim/workload/model_shape.hpp"
 
 namespace tpsim {
@@ -50,9 +51,11 @@ enum class OptimizerImpl { fused, foreach };
 // over the materialized [s, s] scores, dropout on them, and a batched GEMM with V.
 // `flash2`: FlashAttention-2, the kernel of PyTorch's SDPA flash backend
 // (aten/src/ATen/native/transformers/cuda/flash_attn), where `flash` is the hardware's
-// newest (FlashAttention-3 on Hopper).
-enum class AttentionImpl { flash, flash2, unfused };
+// newest (FlashAttention-3 on Hopper); `cudnn`: cuDNN's fused attention, SDPA's cuDNN backend.
+enum class AttentionImpl { flash, flash2, cudnn, unfused };
 std::string_view attention_impl_name(AttentionImpl a);
+// The fused kernel a (not unfused) implementation runs.
+AttentionKernel attention_kernel_of(AttentionImpl a);
 struct AttentionChoice {
   AttentionImpl impl = AttentionImpl::flash;
   double dropout = 0;  // attention-probability dropout (unfused only)
