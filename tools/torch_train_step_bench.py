@@ -17,6 +17,11 @@ each block's input; then the optimizer. A whole step is a validation figure only
 model to it. Its single kernels are op-level measurements.
 
     python3 tools/torch_train_step_bench.py -o step.json [--layers 4] [--batch 2] [--fsdp] [--compile]
+        [--ac selective_op] [--sdpa flash]
+
+--ac selective_op wraps every block in torchtitan 9dec370's per-op selective checkpointing;
+--sdpa flash forces SDPA's FlashAttention-2 backend (that commit's PyTorch ran it; 2.11 picks
+cuDNN's on Hopper, whose op that save list does not name).
 
 Needs PyTorch with CUDA and one GPU; exits 3 with one line when there is none.
 """
@@ -45,12 +50,23 @@ def parse_args():
     p.add_argument("--steps", type=int, default=5, help="timed steps (after 2 warm-up steps)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 on a group of one GPU, torchtitan's mixed precision")
     p.add_argument("--compile", action="store_true", help="torch.compile each block (torchtitan's per-block compile)")
+    p.add_argument("--ac", choices=("none", "selective_op"), default="none",
+                   help="activation checkpointing: none, or torchtitan 9dec370's per-op selective policy on every block")
+    p.add_argument("--sdpa", choices=("default", "flash"), default="default",
+                   help="SDPA backend: PyTorch's choice (cuDNN on Hopper in 2.11) or forced to FlashAttention-2")
     return p.parse_args()
 
 
 def build_model(torch, a):
     nn, F = torch.nn, torch.nn.functional
     head_dim = a.dim // a.heads
+
+    def sdpa_context():
+        if a.sdpa == "flash":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+        import contextlib
+        return contextlib.nullcontext()
 
     class RMSNorm(nn.Module):  # torchtitan 9dec370 models/norms.py
         def __init__(self, dim, eps=1e-5):
@@ -91,7 +107,8 @@ def build_model(torch, a):
             xv = self.wv(x).view(bs, seqlen, -1, head_dim)
             xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
             keys, values = repeat_kv(xk, a.heads // a.kv_heads), repeat_kv(xv, a.heads // a.kv_heads)
-            out = F.scaled_dot_product_attention(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2), is_causal=True)
+            with sdpa_context():
+                out = F.scaled_dot_product_attention(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2), is_causal=True)
             return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
 
     class FeedForward(nn.Module):
@@ -144,6 +161,30 @@ def build_model(torch, a):
     return Transformer()
 
 
+def selective_op_checkpoint(torch, block):
+    """torchtitan 9dec370's per-op selective AC (_apply_ac_to_transformer_block, selective_ac_option
+    'op'): keep the outputs of the ops on its save list, but every second mm, and recompute the rest."""
+    from collections import defaultdict
+
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    save = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_efficient_attention.default,
+            torch.ops.aten._scaled_dot_product_flash_attention.default, torch.ops._c10d_functional.reduce_scatter_tensor.default,
+            torch.ops.aten.max.default}
+
+    def context_fn():
+        meta = defaultdict(int)
+
+        def policy(ctx, func, *args, **kwargs):
+            key = f"{'recompute' if ctx.is_recompute else 'forward'}_mm_count"
+            if func == torch.ops.aten.mm.default:
+                meta[key] += 1
+            keep = func in save and not (func == torch.ops.aten.mm.default and meta[key] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+        return create_selective_checkpoint_contexts(policy)
+    return checkpoint_wrapper(block, context_fn=context_fn, preserve_rng_state=False)
+
+
 def main():
     a = parse_args()
     torch = import_torch_with_cuda("torch_train_step_bench")
@@ -162,6 +203,9 @@ def main():
     freqs = 1.0 / (500000.0 ** (torch.arange(0, hd, 2, device=dev)[: hd // 2].float() / hd))
     freqs = torch.outer(torch.arange(a.seq, device=dev), freqs).float()
     freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+    if a.ac == "selective_op":  # before compile and FSDP, as torchtitan applies them
+        for i in list(model.layers.keys()):
+            model.layers.register_module(i, selective_op_checkpoint(torch, model.layers[i]))
     if a.compile:  # before FSDP, as torchtitan applies them
         for i in list(model.layers.keys()):
             model.layers.register_module(i, torch.compile(model.layers[i], fullgraph=True))
@@ -258,7 +302,7 @@ def main():
         "gpu": props.name,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "config": vars(a) | {"fsdp_used": fsdp, "activation_checkpoint": "none", "optimizer": "AdamW foreach, clip_grad_norm_ foreach"},
+        "config": vars(a) | {"fsdp_used": fsdp, "optimizer": "AdamW foreach, clip_grad_norm_ foreach"},
         "notes": notes,
         "step_ms": [round(t, 3) for t in times],
         "step_ms_median": round(statistics.median(times), 3),
