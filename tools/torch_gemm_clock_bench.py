@@ -11,7 +11,7 @@ activations), and samples the SM clock and the board power with nvidia-smi meanw
 Output (JSON, written atomically): per case the GEMM's median CUDA-event time, its TFLOP/s, the
 mean SM clock and power over the case. Op-level measurements: each row is one kernel's time.
 
-    python3 tools/torch_gemm_clock_bench.py -o gemm_clock.json [--seconds 1.5]
+    python3 tools/torch_gemm_clock_bench.py -o gemm_clock.json [--seconds 1.5] [--duty]
 
 Needs PyTorch with CUDA, one GPU and nvidia-smi; exits 3 with one line when there is none.
 """
@@ -56,50 +56,71 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--seconds", type=float, default=1.5, help="each case's timed span (after 0.5 s of the same calls)")
+    p.add_argument("--duty", action="store_true", help="also wq's GEMM between copies of 0.25-4 GiB, and the copy alone")
     a = p.parse_args()
     torch = import_torch_with_cuda("torch_gemm_clock_bench")
     if torch is None:
         return 3
     sampler = Sampler()
-    copy_src = torch.empty(2**30 // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    copy_src = torch.empty(4 * 2**30 // 2, dtype=torch.bfloat16, device="cuda").normal_()
     copy_dst = torch.empty_like(copy_src)
     rows = []
+
+    def case(tag, gemm, copy_gib, meta):
+        """`gemm` (or None) and a `copy_gib` GiB copy (or none) after it, over and over; the GEMM's
+        (else the copy's) median CUDA-event time and the clock and power meanwhile."""
+        src, dst = copy_src[: int(copy_gib * 2**30) // 2], copy_dst[: int(copy_gib * 2**30) // 2]
+
+        def between():
+            if copy_gib > 0:
+                dst.copy_(src)
+        end_warm = time.perf_counter() + 0.5
+        while time.perf_counter() < end_warm:
+            if gemm:
+                gemm()
+            between()
+            torch.cuda.synchronize()
+        sampler.tag = tag
+        spans, end = [], time.perf_counter() + a.seconds
+        while time.perf_counter() < end:
+            evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(10)]
+            for b, e in evs:
+                b.record()
+                gemm() if gemm else between()
+                e.record()
+                if gemm:
+                    between()
+            torch.cuda.synchronize()
+            spans += [b.elapsed_time(e) * 1000.0 for b, e in evs]
+        sampler.tag = None
+        us = statistics.median(spans)
+        samples = sampler.samples.get(tag, [])
+        row = meta | {"copy_gib_between": copy_gib, "us": round(us, 2), "calls": len(spans),
+                      "sm_mhz": round(statistics.mean(x[0] for x in samples), 1) if samples else None,
+                      "power_w": round(statistics.mean(x[1] for x in samples), 1) if samples else None, "samples": len(samples)}
+        if gemm:
+            m, n, k = meta["shape"]
+            row["tflops"] = round(2.0 * m * n * k / us / 1e6, 1)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
     for m, n, k in SHAPES:
         for data, (act_std, w_std) in DATA.items():
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) * act_std
             w = torch.randn(k, n, device="cuda", dtype=torch.bfloat16) * w_std
-            for schedule in ("back_to_back", "interleaved"):
-                def one():
-                    torch.mm(x, w)
-                    if schedule == "interleaved":  # a 1 GiB copy (~0.5-0.7 ms) between GEMMs
-                        copy_dst.copy_(copy_src)
-                end_warm = time.perf_counter() + 0.5
-                while time.perf_counter() < end_warm:
-                    one()
-                    torch.cuda.synchronize()
-                tag = f"{m}x{n}x{k} {data} {schedule}"
-                sampler.tag = tag
-                spans, end = [], time.perf_counter() + a.seconds
-                while time.perf_counter() < end:
-                    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(10)]
-                    for b, e in evs:
-                        b.record()
-                        torch.mm(x, w)
-                        e.record()
-                        if schedule == "interleaved":
-                            copy_dst.copy_(copy_src)
-                    torch.cuda.synchronize()
-                    spans += [b.elapsed_time(e) * 1000.0 for b, e in evs]
-                sampler.tag = None
-                us = statistics.median(spans)
-                samples = sampler.samples.get(tag, [])
-                row = {"shape": [m, n, k], "data": data, "schedule": schedule, "gemm_us": round(us, 2),
-                       "tflops": round(2.0 * m * n * k / us / 1e6, 1), "calls": len(spans),
-                       "sm_mhz": round(statistics.mean(s[0] for s in samples), 1) if samples else None,
-                       "power_w": round(statistics.mean(s[1] for s in samples), 1) if samples else None,
-                       "samples": len(samples)}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+            for copy_gib in (0, 1):  # back to back, or a 1 GiB copy (~0.5-0.7 ms) between GEMMs
+                case(f"{m}x{n}x{k} {data} {copy_gib}", lambda x=x, w=w: torch.mm(x, w), copy_gib,
+                     {"shape": [m, n, k], "data": data, "schedule": "interleaved" if copy_gib else "back_to_back"})
+    if a.duty:
+        # wq's GEMM (randn) between copies of a growing size: the GEMM's share of the time falls,
+        # and with it the power it must share; then the copy alone (its own power).
+        m, n, k = SHAPES[1]
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        for copy_gib in (0.25, 0.5, 2, 4):
+            case(f"duty {copy_gib}", lambda: torch.mm(x, w), copy_gib, {"shape": [m, n, k], "data": "randn", "schedule": "interleaved"})
+        for copy_gib in (1, 4):
+            case(f"copy {copy_gib}", None, copy_gib, {"kernel": "copy alone", "schedule": "back_to_back"})
     sampler.close()
     props = torch.cuda.get_device_properties(0)
     doc = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
