@@ -61,6 +61,10 @@ bool has_bytes(MeasurementKind k) {
   return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::gemm_with_peer_copy ||
          k == MeasurementKind::gemm_with_collective || k == MeasurementKind::reduction;
 }
+// Kinds whose row may name the vendor kernel that ran (kept for the record).
+bool names_kernel(MeasurementKind k) {
+  return has_gemm(k) || k == MeasurementKind::elementwise || k == MeasurementKind::reduction;
+}
 bool has_gpus(MeasurementKind k) {
   return is_collective(k) || k == MeasurementKind::barrier || k == MeasurementKind::gemm_with_collective;
 }
@@ -80,7 +84,8 @@ MeasurementKind parse_kind(const ObjectReader& r) {
 
 std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
-  if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype", "kernel"});
+  if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
+  if (names_kernel(k)) keys.push_back("kernel");
   if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::reduction)
@@ -91,8 +96,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
   else if (k != MeasurementKind::launch) keys.push_back("timing");  // a launch row is host to end; a scenario's, its makespan
-  if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop", "kernel"});
-  if (k == MeasurementKind::reduction) keys.push_back("kernel");
+  if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop"});
   if (k == MeasurementKind::attention)
     keys.insert(keys.end(), {"batch", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass", "implementation", "dtype", "tflops"});
   return keys;
@@ -275,7 +279,6 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
   if (has_gemm(m.kind)) {
     m.gemm = GemmProblem{dim(r, "m"), dim(r, "n"), dim(r, "k"), parse_dtype_at(r)};
     if (r.has("batch")) m.gemm.batch = dim(r, "batch");
-    m.kernel = r.optional_string("kernel").value_or("");
     check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path, m.gemm.batch);
   }
   if (has_bytes(m.kind)) {
@@ -306,7 +309,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
   }
   if (m.kind == MeasurementKind::attention) m.attention = parse_attention_problem(r);
   if (m.kind == MeasurementKind::elementwise) m.elementwise = parse_elementwise_kernel(r);
-  if (m.kind == MeasurementKind::elementwise || m.kind == MeasurementKind::reduction) m.kernel = r.optional_string("kernel").value_or("");
+  if (names_kernel(m.kind)) m.kernel = r.optional_string("kernel").value_or("");
   if (m.kind == MeasurementKind::gemm_with_collective) {
     const std::string c = r.string("collective");
     if (c == "all_gather") m.collective = CollectiveKind::all_gather;
@@ -431,11 +434,10 @@ void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec&
   for (const Measurement& m : ms) {
     if (has_gemm(m.kind) && !hw.computes(m.gemm.dtype))
       throw InputError(fmt::format("{}: {}", m.origin, missing_dtype_message(hw, m.gemm.dtype)));
-    if (m.kind == MeasurementKind::attention && !hw.attention.has(m.attention.kernel))
-      throw InputError(fmt::format("{}: hardware {} gives no efficiencies for attention implementation \"{}\" "
-                                   "(attention.{}_forward_efficiency and {}_backward_efficiency)",
-                                   m.origin, hw.name, attention_kernel_name(m.attention.kernel), attention_kernel_name(m.attention.kernel),
-                                   attention_kernel_name(m.attention.kernel)));
+    if (m.kind == MeasurementKind::attention) {
+      const std::string missing = missing_attention_kernel(hw, m.attention.kernel);
+      if (!missing.empty()) throw InputError(fmt::format("{}: implementation \"{}\": {}", m.origin, attention_kernel_name(m.attention.kernel), missing));
+    }
   }
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace tpsim {
 
 std::string_view attention_kernel_name(AttentionKernel k) {
@@ -12,6 +14,14 @@ std::string_view attention_kernel_name(AttentionKernel k) {
     case AttentionKernel::cudnn: return "cudnn";
   }
   return "flash";
+}
+
+std::string missing_attention_kernel(const HardwareSpec& hw, AttentionKernel k) {
+  if (hw.attention.has(k)) return "";
+  const std::string key(attention_kernel_name(k));
+  const std::string what = k == AttentionKernel::flash2 ? "FlashAttention-2" : "cuDNN attention";
+  return fmt::format("hardware {} gives no {} efficiencies (attention.{}_forward_efficiency and {}_backward_efficiency)", hw.name, what,
+                     key, key);
 }
 
 double attention_flops(const AttentionProblem& a) {

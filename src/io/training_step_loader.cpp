@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/cost/attention_cost.hpp"
 #include "tpsim/io/model_loader.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/step/group_layout.hpp"
@@ -399,12 +400,9 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
 }
 
 void check_attention_hardware(const AttentionChoice& a, const HardwareSpec& hw) {
-  if (a.impl == AttentionImpl::flash2 && !hw.attention.has_flash2())
-    fail_at("$.workload.attention", fmt::format("\"flash2\": hardware {} gives no FlashAttention-2 efficiencies "
-                                                "(attention.flash2_forward_efficiency and flash2_backward_efficiency)", hw.name));
-  if (a.impl == AttentionImpl::cudnn && !hw.attention.has(AttentionKernel::cudnn))
-    fail_at("$.workload.attention", fmt::format("\"cudnn\": hardware {} gives no efficiencies for cuDNN's attention "
-                                                "(attention.cudnn_forward_efficiency and cudnn_backward_efficiency)", hw.name));
+  if (a.impl == AttentionImpl::unfused) return;
+  const std::string missing = missing_attention_kernel(hw, attention_kernel_of(a.impl));
+  if (!missing.empty()) fail_at("$.workload.attention", fmt::format("\"{}\": {}", attention_impl_name(a.impl), missing));
 }
 
 std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, std::int64_t gpus, const HardwareSpec& hw) {

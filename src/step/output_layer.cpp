@@ -7,6 +7,7 @@
 
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
+#include "tpsim/strategies/eager_kernels.hpp"
 
 namespace tpsim {
 
@@ -21,9 +22,6 @@ struct LossShape {
   double e = 0;       // bytes per logit element
 };
 
-// logits.float(): ATen's up-cast, an unrolled loop with dynamic casting (elements-bound).
-ElementwiseOp up_cast(double logits, double e) { return {logits * e, logits * 4, logits, ElementLoop::cast}; }
-
 // The loss forward on `x.tokens` rows; returns the TP collectives it waits for.
 Tick add_loss_forward(Kernels& d, const TrainingStepSpec& t, const HardwareSpec& hw, const LossShape& x, const GroupLayout& tp_group) {
   const double logits = x.tokens * x.vocab, e = x.e, per_token = 4.0 * x.tokens;
@@ -33,7 +31,7 @@ Tick add_loss_forward(Kernels& d, const TrainingStepSpec& t, const HardwareSpec&
     // loss_parallel (torch/distributed/tensor/parallel/loss.py, read at pytorch 02eef6b):
     // _log_softmax as aten ops (amax, x - max, exp, sum, shifted - logsumexp) with an
     // all-reduce of the maxima and one of the sums, nll_loss's picked values all-reduced.
-    d.push_back({"cross_entropy.float", up_cast(logits, e)});
+    d.push_back({"cross_entropy.float", aten_convert(logits, e, 4)});
     d.push_back({"loss_parallel.amax", ElementwiseOp{logits * 4, per_token}});
     d.push_back({"loss_parallel.sub_max", ElementwiseOp{logits * 4, logits * 4}});
     d.push_back({"loss_parallel.exp", ElementwiseOp{logits * 4, logits * 4}});
@@ -51,7 +49,7 @@ Tick add_loss_forward(Kernels& d, const TrainingStepSpec& t, const HardwareSpec&
     // memory, so ATen's cunn_SoftMaxForward reads it three times (its maximum, the sum of
     // exponentials, then the output: aten/src/ATen/native/cuda/SoftMax.cu); nll_loss picks a
     // value per token.
-    d.push_back({"cross_entropy.float", up_cast(logits, e)});
+    d.push_back({"cross_entropy.float", aten_convert(logits, e, 4)});
     d.push_back({"cross_entropy.log_softmax", ElementwiseOp{logits * 12, logits * 4}});
     d.push_back({"cross_entropy.nll_loss", ElementwiseOp{8.0 * x.tokens, per_token}});
   } else {
@@ -69,7 +67,7 @@ void add_loss_backward(Kernels& d, const TrainingStepSpec& t, const LossShape& x
     d.push_back({"loss_parallel.backward.exp", ElementwiseOp{logits * 4, logits * 4}});
     d.push_back({"loss_parallel.backward.add", ElementwiseOp{logits * 8, logits * 4}});
     d.push_back({"loss_parallel.backward.mul", ElementwiseOp{logits * 4, logits * 4}});
-    d.push_back({"cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e}});
+    d.push_back({"cross_entropy.float.backward", aten_convert(logits, 4, e)});
   } else if (t.cross_entropy == CrossEntropy::compiled) {
     // One pass: (softmax - one_hot) x grad from the logits and the kept per-token values,
     // written in the logits' dtype.
@@ -79,7 +77,7 @@ void add_loss_backward(Kernels& d, const TrainingStepSpec& t, const LossShape& x
     // then the gradient and the output read again), the down-cast.
     d.push_back({"cross_entropy.nll_loss.backward", ElementwiseOp{8.0 * x.tokens, logits * 4}});
     d.push_back({"cross_entropy.log_softmax.backward", ElementwiseOp{logits * 12, logits * 4}});
-    d.push_back({"cross_entropy.float.backward", ElementwiseOp{logits * 4, logits * e}});
+    d.push_back({"cross_entropy.float.backward", aten_convert(logits, 4, e)});
   } else {
     d.push_back({"cross_entropy.backward", ElementwiseOp{logits * e, logits * e}});
   }
@@ -131,12 +129,12 @@ OutputLayerCosts simulate_output_layer(const TrainingStepSpec& t, const Hardware
       add_loss_backward(fwd, t, x);
       fwd.push_back({"output.backward_input", GemmOp{{chunk, h, v, dtype}}});
       fwd.push_back({"output.backward_weight", GemmOp{{h, v, chunk, dtype}}});
-      if (i == 0 && fsdp_upcast) fwd.push_back({"output.weight_grad.to_reduce_dtype", ElementwiseOp{vd * hd * e, vd * hd * a}});
+      if (i == 0 && fsdp_upcast) fwd.push_back({"output.weight_grad.to_reduce_dtype", aten_convert(vd * hd, e, a)});
       if (i > 0) fwd.push_back({"output.weight_grad.accumulate", ElementwiseOp{vd * hd * (e + a), vd * hd * a}});
-      fwd.push_back({"chunked_loss.grad.float", ElementwiseOp{cd * hd * e, cd * hd * 4}});
+      fwd.push_back({"chunked_loss.grad.float", aten_convert(cd * hd, e, 4)});
       fwd.push_back({"chunked_loss.grad_buffer.copy", ElementwiseOp{cd * hd * 4, cd * hd * 4}});
     }
-    fwd.push_back({"chunked_loss.grad.to_dtype", ElementwiseOp{td * hd * 4, td * hd * e}});
+    fwd.push_back({"chunked_loss.grad.to_dtype", aten_convert(td * hd, 4, e)});
   }
   bwd.push_back({"final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e}});
   c.forward = kernels_alone(fwd, hw) + gather + loss_collectives;

@@ -13,6 +13,7 @@
 #include "tpsim/step/memory_ledger.hpp"
 #include "tpsim/step/pipeline_order.hpp"
 #include "tpsim/step/weight_gradients.hpp"
+#include "tpsim/strategies/eager_kernels.hpp"
 
 namespace tpsim {
 
@@ -181,7 +182,7 @@ class ProgramBuilder {
   // (_get_param_all_gather_inputs, all_gather_copy_in): charged with the all-gather on its stream.
   // `gathered`: bytes per gathered element (the parameter dtype's, or fp8's).
   Charge with_copy_in(Charge c, double shard_params, double gathered) const {
-    c.work += kernels_alone({{"fsdp.cast", ElementwiseOp{4 * shard_params, gathered * shard_params}},
+    c.work += kernels_alone({{"fsdp.cast", aten_convert(shard_params, 4, gathered)},
                              {"fsdp.copy_in", ElementwiseOp{gathered * shard_params, gathered * shard_params}}},
                             hw_);
     return c;
@@ -208,9 +209,7 @@ class ProgramBuilder {
 
   FsdpCopies fsdp_copies(double local_params, double grad_bytes, double gathered) const {
     return {kernels_alone({{"fsdp.copy_out", ElementwiseOp{gathered * local_params, gathered * local_params}}}, hw_),
-            kernels_alone({{"fsdp.grad_copy_in", ElementwiseOp{e_ * local_params, grad_bytes * local_params, local_params,
-                                                               grad_bytes != e_ ? ElementLoop::cast : ElementLoop::vectorized}}},
-                          hw_)};
+            kernels_alone({{"fsdp.grad_copy_in", aten_convert(local_params, e_, grad_bytes)}}, hw_)};
   }
 
   // The copies a layer's pass runs on the compute stream: copy-out after its all-gather,

@@ -6,13 +6,10 @@ namespace {
 
 constexpr double kFp32 = 4;
 
-// Which loop ATen runs (CUDALoops.cuh): an up-cast from a narrower dtype takes the unrolled
-// loop with dynamic casting (`cast`); a product with a per-row or per-column operand, or an
-// expanded input, takes the legacy loop (`strided`); the down-cast to bf16 or fp16 has its own
-// vectorized kernel (Copy.cu). Seen in a profile of torchtitan's layer: every `cast` and
-// `strided` kernel ran at nearly the same speed on an H100 and an H200, the vectorized ones 1.4x
-// faster on the H200, as its HBM is.
-ElementwiseOp cast(double read, double written, double elements) { return {read, written, elements, ElementLoop::cast}; }
+// Which loop ATen runs (CUDALoops.cuh): a product with a per-row or per-column operand, or an
+// expanded input, takes the legacy loop (`strided`); dtype conversions as aten_convert says.
+// Seen in a profile of torchtitan's layer: every `cast` and `strided` kernel ran at nearly the
+// same speed on an H100 and an H200, the vectorized ones 1.4x faster on the H200, as its HBM is.
 ElementwiseOp strided(double read, double written, double elements) { return {read, written, elements, ElementLoop::strided}; }
 
 // Drops the casts that are no kernel (x.float() of an fp32 tensor returns it).
@@ -21,13 +18,20 @@ NamedKernels without_no_ops(NamedKernels k) {
   return k;
 }
 
+// x.float() and type_as are no kernels where x is fp32 already.
+ElementwiseOp up_to_fp32(double n, double e) { return e == kFp32 ? ElementwiseOp{} : aten_convert(n, e, kFp32); }
+ElementwiseOp down_from_fp32(double n, double e) { return e == kFp32 ? ElementwiseOp{} : aten_convert(n, kFp32, e); }
+
 }  // namespace
+
+ElementwiseOp aten_convert(double elems, double from_bytes, double to_bytes) {
+  if (to_bytes > from_bytes) return {elems * from_bytes, elems * to_bytes, elems, ElementLoop::cast};
+  return {elems * from_bytes, elems * to_bytes};
+}
 
 NamedKernels aten_rmsnorm_kernels(double n, double rows, double e, bool backward) {
   const double r = rows * kFp32;  // a per-row fp32 vector
-  // x.float() and type_as are no kernels where x is fp32 already.
-  const ElementwiseOp up = e == kFp32 ? ElementwiseOp{} : cast(n * e, n * kFp32, n);
-  const ElementwiseOp down = e == kFp32 ? ElementwiseOp{} : ElementwiseOp{n * kFp32, n * e};
+  const ElementwiseOp up = up_to_fp32(n, e), down = down_from_fp32(n, e);
   if (!backward)
     return without_no_ops({{"float", up},                       {"pow", {n * kFp32, n * kFp32}}, {"mean", {n * kFp32, r}},
             {"add_eps", {r, r}},                 {"rsqrt", {r, r}},               {"mul_rsqrt", strided(n * kFp32 + r, n * kFp32, n)},
@@ -45,8 +49,7 @@ NamedKernels aten_rope_kernels(double n, double e, bool backward) {
   // The rotation table (sequence x head_dim/2 complex) is small beside Q and K; it is
   // broadcast over the batch and heads, so the complex product takes the strided loop, one
   // complex element per pair of values.
-  const ElementwiseOp up = e == kFp32 ? ElementwiseOp{} : cast(n * e, n * kFp32, n);
-  const ElementwiseOp down = e == kFp32 ? ElementwiseOp{} : ElementwiseOp{n * kFp32, n * e};
+  const ElementwiseOp up = up_to_fp32(n, e), down = down_from_fp32(n, e);
   if (!backward) return without_no_ops({{"float", up}, {"complex_mul", strided(n * kFp32, n * kFp32, n / 2)}, {"type_as", down}});
   return without_no_ops({{"type_as.grad", up}, {"complex_mul.grad", strided(n * kFp32, n * kFp32, n / 2)}, {"float.grad", down}});
 }

@@ -498,6 +498,6 @@ TEST_CASE("An attention row names its kernel, and one the hardware gives no rate
     check_dtypes_served(ms, no_cudnn);
     FAIL("a cudnn row on hardware without its rates was accepted");
   } catch (const InputError& e) {
-    CHECK(std::string(e.what()).find("gives no efficiencies for attention implementation \"cudnn\"") != std::string::npos);
+    CHECK(std::string(e.what()).find("implementation \"cudnn\": hardware h100_sxm gives no cuDNN attention efficiencies") != std::string::npos);
   }
 }

@@ -3,6 +3,7 @@
 // tiles per (sequence, head); each block's time comes from its share of the
 // FLOPs at the measured fraction of tensor peak, or its share of the bytes.
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "tpsim/core/tick.hpp"
@@ -12,6 +13,8 @@
 namespace tpsim {
 
 std::string_view attention_kernel_name(AttentionKernel k);  // "flash", "flash2", "cudnn"
+// Why `hw` cannot run kernel `k` ("" where it can): the efficiencies its file lacks.
+std::string missing_attention_kernel(const HardwareSpec& hw, AttentionKernel k);
 
 // One flash-attention call: this rank's heads (GQA: fewer KV heads) over its tokens.
 struct AttentionProblem {

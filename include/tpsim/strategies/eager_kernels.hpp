@@ -24,6 +24,11 @@ namespace tpsim {
 
 using NamedKernels = std::vector<std::pair<std::string, ElementwiseOp>>;
 
+// ATen's copy of `elems` elements from a dtype of `from_bytes` to one of `to_bytes`: an up-cast
+// runs the unrolled loop with dynamic casting (ElementLoop::cast, priced per element); a
+// down-cast to a 16-bit dtype has its own vectorized kernel (Copy.cu), as a same-dtype copy.
+ElementwiseOp aten_convert(double elems, double from_bytes, double to_bytes);
+
 // `elems`: the normalized tensor's elements; `rows`: its rows (tokens).
 NamedKernels aten_rmsnorm_kernels(double elems, double rows, double e, bool backward);
 // `elems`: the elements of Q, or of K (one rank's heads); each is rotated apart.
