@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "tpsim/step/all_to_all.hpp"
+#include "tpsim/step/eager_moe_kernels.hpp"
 #include "tpsim/step/group_layout.hpp"
 #include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/step_simulator.hpp"
@@ -62,13 +63,23 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
     cast_op(name + ".backward.cast_input_columns", in, 2);
     ops.push_back({name + ".backward_weight" + tag, GemmOp{{k, n, g.rows, g.linear, g.batch}}});
   };
+  // The activation between them: eager SwiGLU's silu and mul kernels, or one fused pass.
+  const auto activation = [&](const std::string& name) {
+    if (g.aten && g.up == 2) {
+      for (auto& [k, op] : aten_swiglu_kernels(rows * static_cast<double>(g.ffn), e, backward)) ops.push_back({name + "." + k + tag, op});
+    } else if (!backward) {
+      ops.push_back({name + tag, ElementwiseOp{act_in, act_in / static_cast<double>(g.up)}});
+    } else {
+      ops.push_back({name + tag, ElementwiseOp{act_in + act_in / static_cast<double>(g.up), act_in}});
+    }
+  };
   if (!backward) {
     gemm("experts.up", g.hidden, g.up * g.ffn, g.fp8_dispatch);
-    ops.push_back({"experts.activation" + tag, ElementwiseOp{act_in, act_in / static_cast<double>(g.up)}});
+    activation("experts.activation");
     gemm("experts.down", g.ffn, g.hidden, false);
   } else {
     gemm("experts.down", g.ffn, g.hidden, g.fp8_dispatch);
-    ops.push_back({"experts.activation.backward" + tag, ElementwiseOp{act_in + act_in / static_cast<double>(g.up), act_in}});
+    activation("experts.activation.backward");
     gemm("experts.up", g.hidden, g.up * g.ffn, false);
   }
   return ops;
@@ -123,6 +134,22 @@ ExpertLoad expert_load(const TrainingStepSpec& t) {
   return l;
 }
 
+// One rank's MoE layer in eager torchtitan's terms, per microbatch chunk: its router's
+// tokens (its sequence shard), the slots it sends, the busiest rank's slots.
+EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, Dtype dtype, int chunks) {
+  const ExpertLoad load = expert_load(t);
+  const int tp = t.mesh.size(MeshDim::tp);
+  EagerMoeShape s;
+  s.tokens = static_cast<double>(std::max<std::int64_t>(1, t.rank_tokens() / tp));
+  s.slots = load.sent_slots;
+  s.computed = load.rank_slots(load.busiest_rank) / chunks;
+  s.hidden = static_cast<double>(t.model.hidden);
+  s.experts = static_cast<double>(t.model.moe.experts);
+  s.top_k = static_cast<double>(t.model.moe.top_k);
+  s.e = dtype_bytes(dtype);
+  return s;
+}
+
 // The busiest rank's experts as grouped GEMMs: experts with the same token count (rows,
 // per chunk) batched together, the largest first.
 std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const TrainingStepSpec& t, Dtype dtype, bool backward, int chunks) {
@@ -133,10 +160,19 @@ std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const Tra
   std::map<std::int64_t, std::int64_t, std::greater<>> batches;  // rows -> experts
   for (double x : load.rank_experts(load.busiest_rank)) ++batches[rows(x / chunks)];
   std::vector<std::pair<std::string, OpPayload>> ops;
+  // Eager torchtitan wraps its experts (expert_parallel): a permutation into expert order
+  // before them, the way back after them (eager_moe_kernels).
+  const EagerMoeShape shape = eager_moe_shape(t, dtype, chunks);
+  const auto wrapper = [&](const NamedKernels& ks) {
+    if (t.aten_elementwise)
+      for (const auto& [name, op] : ks) ops.push_back({name, op});
+  };
+  wrapper(backward ? eager_moe_unpermute_kernels(shape, true) : eager_moe_permute_kernels(shape, false));
   for (const auto& [n, batch] : batches)
-    for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch}, backward,
-                                     batches.size() == 1 ? "" : fmt::format(".rows{}", n)))
+    for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch, t.aten_elementwise},
+                                     backward, batches.size() == 1 ? "" : fmt::format(".rows{}", n)))
       ops.push_back(std::move(op));
+  wrapper(backward ? eager_moe_permute_kernels(shape, true) : eager_moe_unpermute_kernels(shape, false));
   return ops;
 }
 
@@ -166,14 +202,31 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
     before_dispatch.push_back({"dispatch.cast_fp8", ElementwiseOp{passes * token_bytes, token_elems * wire}});
     before_combine_b.push_back({"combine.backward.cast_fp8", ElementwiseOp{passes * token_bytes, token_elems * wire}});
   }
-  before_dispatch.push_back({"permute", ElementwiseOp{token_elems * wire, load.sent_slots * static_cast<double>(h) * wire}});
-  before_combine_b.push_back({"unpermute.backward", ElementwiseOp{token_elems * wire, slots * static_cast<double>(h) * wire}});
+  std::vector<std::pair<std::string, OpPayload>> after_combine, after_dispatch_b;
+  if (t.aten_elementwise) {
+    // Eager torchtitan: every aten op of the router, the reorder, the gather and the
+    // weighted sum its own kernel (eager_moe_kernels); x's gradient sums the router's, the
+    // gather's and (with them) the shared experts' parts.
+    const EagerMoeShape shape = eager_moe_shape(t, dtype, 1);
+    const auto append = [](std::vector<std::pair<std::string, OpPayload>>& to, const NamedKernels& ks) {
+      for (const auto& [name, op] : ks) to.push_back({name, op});
+    };
+    append(before_dispatch, eager_moe_route_kernels(shape, false));
+    append(after_combine, eager_moe_combine_kernels(shape, false));
+    append(before_combine_b, eager_moe_combine_kernels(shape, true));
+    append(after_dispatch_b, eager_moe_route_kernels(shape, true));
+    for (int i = 0; i < (tp_collectives ? 1 : 2); ++i) after_dispatch_b.push_back({"input_grad.sum", ElementwiseOp{2 * token_bytes, token_bytes}});
+  } else {
+    before_dispatch.push_back({"permute", ElementwiseOp{token_elems * wire, load.sent_slots * static_cast<double>(h) * wire}});
+    before_combine_b.push_back({"unpermute.backward", ElementwiseOp{token_elems * wire, slots * static_cast<double>(h) * wire}});
+    after_combine.push_back({"unpermute", ElementwiseOp{slot_bytes, token_bytes}});
+    after_dispatch_b.push_back({"permute.backward", ElementwiseOp{load.sent_slots * static_cast<double>(h) * e, token_bytes}});
+  }
+  after_dispatch_b.push_back({"router.backward_input", GemmOp{{shard, h, m.moe.experts, dtype}}});
+  after_dispatch_b.push_back({"router.backward_weight", GemmOp{{h, m.moe.experts, shard, dtype}}});
   const Tick route_f = kernels_alone(before_dispatch, hw);
-  const Tick combine_f = kernels_alone({{"unpermute", ElementwiseOp{slot_bytes, token_bytes}}}, hw);
-  const Tick route_b = kernels_alone({{"permute.backward", ElementwiseOp{load.sent_slots * static_cast<double>(h) * e, token_bytes}},
-                                  {"router.backward_input", GemmOp{{shard, h, m.moe.experts, dtype}}},
-                                  {"router.backward_weight", GemmOp{{h, m.moe.experts, shard, dtype}}}},
-                                 hw);
+  const Tick combine_f = kernels_alone(after_combine, hw);
+  const Tick route_b = kernels_alone(after_dispatch_b, hw);
   const Tick combine_b = kernels_alone(before_combine_b, hw);
 
   const int leaf = hw.cluster.present() ? hw.cluster.nodes_per_leaf : 0;

@@ -6,23 +6,25 @@ namespace {
 
 constexpr double kFp32 = 4;
 
-// Which loop ATen runs (CUDALoops.cuh): a product with a per-row or per-column operand, or an
-// expanded input, takes the legacy loop (`strided`); dtype conversions as aten_convert says.
-// Seen in a profile of torchtitan's layer: every `cast` and `strided` kernel ran at nearly the
-// same speed on an H100 and an H200, the vectorized ones 1.4x faster on the H200, as its HBM is.
-ElementwiseOp strided(double read, double written, double elements) { return {read, written, elements, ElementLoop::strided}; }
-
-// Drops the casts that are no kernel (x.float() of an fp32 tensor returns it).
-NamedKernels without_no_ops(NamedKernels k) {
-  std::erase_if(k, [](const auto& named) { return named.second.bytes_read + named.second.bytes_written <= 0; });
-  return k;
-}
+ElementwiseOp strided(double read, double written, double elements) { return aten_strided(read, written, elements); }
+NamedKernels without_no_ops(NamedKernels k) { return without_empty_kernels(std::move(k)); }
 
 // x.float() and type_as are no kernels where x is fp32 already.
 ElementwiseOp up_to_fp32(double n, double e) { return e == kFp32 ? ElementwiseOp{} : aten_convert(n, e, kFp32); }
 ElementwiseOp down_from_fp32(double n, double e) { return e == kFp32 ? ElementwiseOp{} : aten_convert(n, kFp32, e); }
 
 }  // namespace
+
+// Which loop ATen runs (CUDALoops.cuh): a product with a per-row or per-column operand, or an
+// expanded input, takes the legacy loop (`strided`); dtype conversions as aten_convert says.
+// Seen in a profile of torchtitan's layer: every `cast` and `strided` kernel ran at nearly the
+// same speed on an H100 and an H200, the vectorized ones 1.4x faster on the H200, as its HBM is.
+ElementwiseOp aten_strided(double read, double written, double elements) { return {read, written, elements, ElementLoop::strided}; }
+
+NamedKernels without_empty_kernels(NamedKernels k) {
+  std::erase_if(k, [](const auto& named) { return named.second.bytes_read + named.second.bytes_written <= 0; });
+  return k;
+}
 
 ElementwiseOp aten_convert(double elems, double from_bytes, double to_bytes) {
   if (to_bytes > from_bytes) return {elems * from_bytes, elems * to_bytes, elems, ElementLoop::cast};

@@ -18,6 +18,7 @@
 #include "tpsim/core/tick.hpp"
 #include "tpsim/dag/op.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
+#include "tpsim/step/eager_moe_kernels.hpp"
 #include "tpsim/step/group_collective.hpp"
 #include "tpsim/workload/training_spec.hpp"
 
@@ -70,11 +71,16 @@ struct ExpertGroup {
   Dtype dtype = Dtype::bf16, linear = Dtype::bf16;
   bool compile = false;
   bool fp8_dispatch = false;
+  bool aten = false;  // eager: the activation as ATen's silu and mul kernels
 };
 std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag);
 
+// One rank's MoE layer as eager torchtitan's kernels see it (step/eager_moe_kernels), for one
+// microbatch of `chunks`.
+EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, Dtype dtype, int chunks);
 // The busiest rank's experts' kernels for one microbatch (of `chunks`), forward or backward:
-// experts with the same token count batched into one grouped GEMM, the largest first.
+// experts with the same token count batched into one grouped GEMM, the largest first; eager
+// (`"elementwise": "aten"`) between torchtitan's permutation into expert order and back.
 std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const TrainingStepSpec& t, Dtype dtype, bool backward, int chunks);
 
 // `tp_collectives`: whether the routed block gathers its input and reduce-scatters its output

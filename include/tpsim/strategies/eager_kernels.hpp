@@ -24,6 +24,11 @@ namespace tpsim {
 
 using NamedKernels = std::vector<std::pair<std::string, ElementwiseOp>>;
 
+// A kernel in ATen's legacy (strided) loop: bound by instructions per output element.
+ElementwiseOp aten_strided(double read, double written, double elements);
+// Drops the kernels that move nothing (x.float() of an fp32 tensor is no kernel).
+NamedKernels without_empty_kernels(NamedKernels k);
+
 // ATen's copy of `elems` elements from a dtype of `from_bytes` to one of `to_bytes`: an up-cast
 // runs the unrolled loop with dynamic casting (ElementLoop::cast, priced per element); a
 // down-cast to a 16-bit dtype has its own vectorized kernel (Copy.cu), as a same-dtype copy.
