@@ -256,7 +256,7 @@ void check_zero_bubble(const TrainingStepSpec& t, const ObjectReader& w) {
 
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
-          "virtual_stages", "linear_dtype", "compile", "elementwise", "cross_entropy", "optimizer", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
+          "virtual_stages", "linear_dtype", "compile", "elementwise", "norm", "cross_entropy", "optimizer", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
           "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
           "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input"};
 }
@@ -338,6 +338,9 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     fail_at(w.child_path("tp_fp8_all_gather"), "gathers the inputs of fp8 linears: it needs \"linear_dtype\": \"fp8\"");
   t.compile = w.optional_bool("compile").value_or(false);
   t.aten_elementwise = parse_choice(w, "elementwise", false, {{"fused", false}, {"aten", true}});
+  t.fused_norm = parse_choice(w, "norm", false, {{"aten", false}, {"fused", true}});
+  if (w.has("norm") && !t.aten_elementwise)
+    fail_at(w.child_path("norm"), "says how eager PyTorch runs the norms: it needs \"elementwise\": \"aten\" (fused kernels fuse them already)");
   t.cross_entropy = parse_choice(w, "cross_entropy", CrossEntropy::in_place,
                                  {{"in_place", CrossEntropy::in_place}, {"aten", CrossEntropy::aten}, {"compiled", CrossEntropy::compiled}});
   t.optimizer = parse_choice(w, "optimizer", OptimizerImpl::fused, {{"fused", OptimizerImpl::fused}, {"foreach", OptimizerImpl::foreach}});

@@ -62,6 +62,7 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers, const LayerPar
   sub.workload.linear_dtype = t.linear_dtype;
   sub.workload.compile = t.compile;
   sub.workload.aten_elementwise = t.aten_elementwise;
+  sub.workload.fused_norm = t.fused_norm;
   sub.workload.weights_in_linear_dtype = t.weights_gathered_in_fp8();
   sub.workload.tp_gathers_in_linear_dtype = t.tp_fp8_all_gather;
   sub.workload.sequence_parallel = t.sequence_parallel;

@@ -91,15 +91,19 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     for (const auto& [k, op] : ks) ops.emplace_back("recompute." + name + "." + k, op);
   };
   const auto norm = [&](const std::string& name) {
-    if (t.aten_elementwise) aten(name, aten_rmsnorm_kernels(rows * h, rows, e, false));
+    if (t.aten_norm()) aten(name, aten_rmsnorm_kernels(rows * h, rows, e, false));
     else pass(name, rows * h, rows * h);
   };
   norm("attention.norm");
   const double all_tokens = static_cast<double>(tokens);
   if (t.model.is_mla()) {
     // The latents' norms (replicated: every token on every rank), as the forward runs them.
-    const double latents = all_tokens * static_cast<double>(t.model.mla.q_lora_rank + t.model.mla.kv_lora_rank);
-    pass("attention.latent_norms", latents, latents);
+    for (const auto width : {t.model.mla.q_lora_rank, t.model.mla.kv_lora_rank}) {
+      const double latent = all_tokens * static_cast<double>(width);
+      if (width <= 0) continue;
+      if (t.aten_norm()) aten("attention.latent_norm", aten_rmsnorm_kernels(latent, all_tokens, e, false));
+      else pass("attention.latent_norm", latent, latent);
+    }
   }
   if (t.aten_elementwise || t.compile) {
     // RoPE on the recomputed K and the kept Q's output alike (both re-derived from mm

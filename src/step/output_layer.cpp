@@ -100,7 +100,16 @@ OutputLayerCosts simulate_output_layer(const TrainingStepSpec& t, const Hardware
   const LossShape x{static_cast<double>(chunk), static_cast<double>(t.loss_vocab()), e};
   OutputLayerCosts c;
   Kernels fwd, bwd;
-  fwd.push_back({"final_norm", ElementwiseOp{rows * h * e, rows * h * e}});
+  // The final norm: eager op by op as the layers' (torchtitan's RMSNorm), or one pass.
+  const auto final_norm = [&](Kernels& to, bool backward) {
+    const std::string name = backward ? "final_norm.backward" : "final_norm";
+    if (!t.aten_norm()) {
+      to.push_back({name, ElementwiseOp{(backward ? 3.0 : 1.0) * rows * h * e, rows * h * e}});
+      return;
+    }
+    for (const auto& [k, op] : aten_rmsnorm_kernels(rows * static_cast<double>(h), rows, e, backward)) to.push_back({name + "." + k, op});
+  };
+  final_norm(fwd, false);
   Tick loss_collectives = 0;
   if (chunks == 1) {
     fwd.push_back({"output", GemmOp{{tokens, v, h, dtype}}});
@@ -136,7 +145,7 @@ OutputLayerCosts simulate_output_layer(const TrainingStepSpec& t, const Hardware
     }
     fwd.push_back({"chunked_loss.grad.to_dtype", aten_convert(td * hd, 4, e)});
   }
-  bwd.push_back({"final_norm.backward", ElementwiseOp{3.0 * rows * h * e, rows * h * e}});
+  final_norm(bwd, true);
   c.forward = kernels_alone(fwd, hw) + gather + loss_collectives;
   c.backward = kernels_alone(bwd, hw) + scatter;
   c.backward_weight = std::min(c.backward_weight, c.backward);

@@ -126,7 +126,7 @@ class LayerBuilder {
     gemms.push_back({{x.t, kva, x.h}, {x.tr, kva, x.h}});
     gemms.push_back({{x.t, kv_up, kvl}, {x.tr, kv_up, kvl}});
     gather("attention.qkv", x.tr * x.h, std::move(gemms));
-    local("attention.latent_norms", x.t * (ql + kvl), x.t * (ql + kvl));
+    latent_norms(false);
     rope(false);
     attention(false);
     scatter("attention.out", x.tr * x.h, {{{x.t, x.h, o}, {x.tr, x.h, o}}});
@@ -138,7 +138,7 @@ class LayerBuilder {
     gather("attention.out.backward", x.tr * x.h, {{{x.t, o, x.h}, {x.tr, o, x.h}}, {{o, x.h, x.t}, {o, x.h, x.tr}}}, Weights::first_gemm);
     attention(true);
     rope(true);
-    local("attention.latent_norms.backward", 2 * x.t * (ql + kvl), x.t * (ql + kvl));
+    latent_norms(true);
     // Input gradients: through the up projections to this rank's share of the latents'
     // gradients, then through the replicated down projections; the partial sums are
     // reduce-scattered like any row-parallel output.
@@ -166,6 +166,22 @@ class LayerBuilder {
       for (int r : ranks_) dag_.add(r, kCompute, prefix_ + "attention.latent_weights.grad_all_reduce", CollectiveOp{CollectiveKind::all_reduce, bytes, group});
     }
     norm_backward("attention.norm.backward", x.tr * x.h);
+  }
+
+  // MLA's query and key-value latents normalized (q_norm, kv_norm), replicated on every TP
+  // rank: eager op by op as the block's norms, or one pass each.
+  void latent_norms(bool backward) {
+    const auto [ql, kvl, kva, q, kv_up, o] = mla_widths();
+    const std::int64_t elems = sh_.t * (ql + kvl);
+    const std::string name = backward ? "attention.latent_norms.backward" : "attention.latent_norms";
+    if (aten_norm()) {
+      // Each latent is its own norm: rows of ql, then of kvl elements.
+      for (const auto& [latent, width] : {std::pair<const char*, std::int64_t>{"q", ql}, {"kv", kvl}})
+        if (width > 0) kernels(name + "." + latent, aten_rmsnorm_kernels(double(sh_.t * width), double(sh_.t), sh_.e, backward));
+      return;
+    }
+    if (backward) local(name, 2 * elems, elems);
+    else local(name, elems, elems);
   }
 
   // Which of a region's GEMMs take a weight as their [n, k] operand (the others, weight
@@ -229,7 +245,7 @@ class LayerBuilder {
   // compile fuses each residual add with the norm after it (one pass writing both);
   // without it the norm reads the residual's output again.
   void norm(const std::string& name, std::int64_t elems) {
-    if (sc_.workload.aten_elementwise) return kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, false));
+    if (aten_norm()) return kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, false));
     if (!sc_.workload.compile) local(name, elems, elems);
   }
   // Linears that read one input (wq, wk, wv; w1, w3) each give autograd a gradient of it, which
@@ -243,9 +259,9 @@ class LayerBuilder {
   // Eager autograd then adds the norm path's input gradient to the residual path's: a kernel
   // of its own (compiled and fused kernels fold it in).
   void norm_backward(const std::string& name, std::int64_t elems) {
-    if (!sc_.workload.aten_elementwise) return local(name, 3 * elems, elems);
-    kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, true));
-    local(name + ".add_residual_grad", 2 * elems, elems);
+    if (aten_norm()) kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, true));
+    else local(name, 3 * elems, elems);
+    if (sc_.workload.aten_elementwise) local(name + ".add_residual_grad", 2 * elems, elems);
   }
   // Rotary embeddings on Q and K as torchtitan's apply_rotary_emb runs them: eager PyTorch's
   // kernels, or under torch.compile generated casts around ATen's complex product (a fused
@@ -283,6 +299,8 @@ class LayerBuilder {
     if (backward) local("ffn.silu_mul.backward", 3 * sh_.t * sh_.f, 2 * sh_.t * sh_.f);
     else local("ffn.silu_mul", 2 * sh_.t * sh_.f, sh_.t * sh_.f);
   }
+  // Eager PyTorch's op-by-op RMSNorm (torchtitan's own, or nn.RMSNorm before PyTorch 2.9).
+  bool aten_norm() const { return sc_.workload.aten_elementwise && !sc_.workload.fused_norm; }
   void kernels(const std::string& name, const NamedKernels& ks) {
     for (int r : ranks_)
       for (const auto& [k, op] : ks) dag_.add(r, kCompute, prefix_ + name + "." + k, op);

@@ -75,6 +75,19 @@ TEST_CASE("a step with eager aten kernels is slower than fused or compiled, and 
   CHECK(test::scenario_error(step(R"("elementwise": "eager")")).find("$.workload.elementwise") != std::string::npos);
 }
 
+TEST_CASE("eager PyTorch with nn.RMSNorm's fused kernel lies between op-by-op norms and fused kernels throughout", "[strategies][eager][step]") {
+  const double fused = step_ms(step("")), aten = step_ms(step(R"("elementwise": "aten")"));
+  const double fused_norm = step_ms(step(R"("elementwise": "aten", "norm": "fused")"));
+  // RoPE and SwiGLU stay eager; only the norms (four passes of the layer's [T, h] each way,
+  // a fused norm moves 4 bytes per element where the op-by-op one moves about 36) change.
+  CHECK(fused < fused_norm);
+  CHECK(fused_norm < aten);
+  CHECK(step_ms(step(R"("elementwise": "aten", "norm": "aten")")) == aten);  // the default
+  // The choice belongs to eager PyTorch: refused with fused kernels, and misspelled values named.
+  CHECK(test::scenario_error(step(R"("norm": "fused")")).find("$.workload.norm") != std::string::npos);
+  CHECK(test::scenario_error(step(R"("elementwise": "aten", "norm": "apex")")).find("$.workload.norm") != std::string::npos);
+}
+
 namespace {
 
 // One llama3_8b layer on TP 2 as torchtitan's model code runs it: eager (`aten`) or compiled.
@@ -171,4 +184,22 @@ TEST_CASE("compiled RoPE keeps ATen's complex product between two generated cast
   // Eager autograd sums the norm path's input gradient with the residual path's, once per norm.
   CHECK(named_on_rank0(layer_dag(true, false, "backward"), "add_residual_grad").size() == 2);
   CHECK(named_on_rank0(layer_dag(false, true, "backward"), "add_residual_grad").empty());
+}
+
+TEST_CASE("eager MLA normalizes each latent op by op, or in one pass with the fused norm", "[strategies][eager][mla]") {
+  const std::string mla = R"({"hidden": 2048, "ffn_hidden": 8192, "heads": 16, "kv_heads": 16, "head_dim": 192,
+      "q_lora_rank": 1536, "kv_lora_rank": 512, "rope_head_dim": 64, "v_head_dim": 128})";
+  const Dag aten = layer_dag(true, false, "forward", mla);
+  // q_norm and kv_norm: each latent's own RMSNorm, every aten op of it a kernel.
+  const std::size_t per_norm = aten_rmsnorm_kernels(1, 1, 2, false).size();
+  CHECK(named_on_rank0(aten, "attention.latent_norms.q.").size() == per_norm);
+  CHECK(named_on_rank0(aten, "attention.latent_norms.kv.").size() == per_norm);
+  Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 2, "dtype": "bf16",
+      "workload": {{"op": "transformer_layer", "model": {}, "tokens": 16384, "seq_len": 8192, "pass": "forward"}},
+      "variants": ["baseline"]}})", mla)), "");
+  s.workload.aten_elementwise = true;
+  s.workload.fused_norm = true;
+  const Dag fused = build_layer_dag(s, "baseline");
+  CHECK(named_on_rank0(fused, "attention.latent_norms").size() == 1);
+  CHECK(named_on_rank0(fused, "attention.norm").size() == 1);
 }

@@ -31,6 +31,7 @@ struct Workload {
   std::optional<Dtype> linear_dtype;  // GEMMs of the linears, when not the scenario's dtype (fp8 training)
   bool compile = false;               // torch.compile: residual adds fused with the next norm, casts fused
   bool aten_elementwise = false;      // norms, RoPE and SiLU*mul as eager PyTorch's aten kernels (training steps' "elementwise")
+  bool fused_norm = false;            // with it, the norms one fused kernel each way (training steps' "norm": "fused")
   // The linears' weights arrive in linear_dtype (FSDP2's fp8 all-gather cast them): only
   // the activations and gradients are cast before the GEMMs.
   bool weights_in_linear_dtype = false;

@@ -99,6 +99,11 @@ struct TrainingStepSpec {
   // (strategies/eager_kernels.hpp: aten op by op, norms and RoPE in fp32), not as fused
   // kernels (Megatron-LM's, Transformer Engine's): `"elementwise": "aten"`.
   bool aten_elementwise = false;
+  // With it, the RMSNorms as PyTorch 2.9's nn.RMSNorm runs them (`"norm": "fused"`: one
+  // _fused_rms_norm kernel each way) rather than op by op (`"aten"`: torchtitan's own RMSNorm,
+  // or nn.RMSNorm's composite up to PyTorch 2.8).
+  bool fused_norm = false;
+  bool aten_norm() const { return aten_elementwise && !fused_norm; }
   // The loss: Megatron-LM-style, the fp32 softmax and its gradient computed in one fp32 copy of
   // the logits (`"cross_entropy": "in_place"`), or F.cross_entropy on logits.float() as
   // torchtitan's train.py loss_fn (`"aten"`): the fp32 copy, log_softmax's output, and in
