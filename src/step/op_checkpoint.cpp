@@ -118,6 +118,9 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     const auto rope = t.aten_elementwise ? aten_rope_kernels : compiled_rope_kernels;
     aten("attention.rope.q", rope(all_tokens * q, e, false));
     aten("attention.rope.k", rope(all_tokens * k, e, false));
+    if (t.model.is_mla() && t.aten_elementwise)
+      aten("attention.cat", mla_cat_kernels(all_tokens, static_cast<double>(heads), static_cast<double>(t.model.head_dim),
+                                            static_cast<double>(t.model.mla.rope_head_dim), static_cast<double>(t.model.v_head_dim()), e, false));
     if (!t.model.is_mla() && k < q) aten("attention.repeat_kv", repeat_kv_kernels(all_tokens * k, all_tokens * q, e, t.aten_elementwise));
   }
   const auto linears = block_linears(t.model, tp, moe);

@@ -71,6 +71,16 @@ NamedKernels repeat_kv_kernels(double kv_elems, double q_elems, double e, bool a
   return {{"k", copy}, {"v", copy}};
 }
 
+NamedKernels mla_cat_kernels(double t, double heads, double qk, double r, double v, double e, bool backward) {
+  const double joined = t * heads * qk;  // [T, heads, qk_head_dim]
+  if (!backward)
+    return {{"q", strided(joined * e, joined * e, joined)}, {"k", strided((t * heads * (qk - r) + t * r) * e, joined * e, joined)}};
+  const double kv = t * heads * (qk - r + v);
+  return {{"q.split", strided(joined * e, joined * e, joined)},
+          {"k.rope_expand_sum", {t * heads * r * e, t * r * e}},
+          {"kv.split", strided(kv * e, kv * e, kv)}};
+}
+
 NamedKernels aten_swiglu_kernels(double n, double e, bool backward) {
   if (!backward) return {{"silu", {n * e, n * e}}, {"mul", {2 * n * e, n * e}}};
   // mul saved both inputs (SiLU's output and w3's); silu_backward reads w1's output.

@@ -128,6 +128,7 @@ class LayerBuilder {
     gather("attention.qkv", x.tr * x.h, std::move(gemms));
     latent_norms(false);
     rope(false);
+    mla_eager_cats(false);
     attention(false);
     scatter("attention.out", x.tr * x.h, {{{x.t, x.h, o}, {x.tr, x.h, o}}});
     residual("attention.residual", x.tr * x.h);
@@ -137,6 +138,7 @@ class LayerBuilder {
     const auto [ql, kvl, kva, q, kv_up, o] = mla_widths();
     gather("attention.out.backward", x.tr * x.h, {{{x.t, o, x.h}, {x.tr, o, x.h}}, {{o, x.h, x.t}, {o, x.h, x.tr}}}, Weights::first_gemm);
     attention(true);
+    mla_eager_cats(true);
     rope(true);
     latent_norms(true);
     // Input gradients: through the up projections to this rank's share of the latents'
@@ -182,6 +184,13 @@ class LayerBuilder {
     }
     if (backward) local(name, 2 * elems, elems);
     else local(name, elems, elems);
+  }
+
+  // Eager MLA's torch.cat of each head's query and key parts (eager_kernels.hpp).
+  void mla_eager_cats(bool backward) {
+    if (!sc_.workload.aten_elementwise) return;
+    kernels(backward ? "attention.cat.backward" : "attention.cat",
+            mla_cat_kernels(double(sh_.t), double(sh_.hq), double(sh_.hd), double(mla_.rope_head_dim), double(sh_.hv), sh_.e, backward));
   }
 
   // Which of a region's GEMMs take a weight as their [n, k] operand (the others, weight

@@ -202,4 +202,21 @@ TEST_CASE("eager MLA normalizes each latent op by op, or in one pass with the fu
   const Dag fused = build_layer_dag(s, "baseline");
   CHECK(named_on_rank0(fused, "attention.latent_norms").size() == 1);
   CHECK(named_on_rank0(fused, "attention.norm").size() == 1);
+  // Eager MLA joins each head's query and key parts with torch.cat; fused kernels do not.
+  CHECK(named_on_rank0(aten, "attention.cat.").size() == 2);
+  CHECK(named_on_rank0(layer_dag(false, false, "forward", mla), "attention.cat.").empty());
+}
+
+TEST_CASE("eager MLA's cats write every head's whole query and key, and backward splits the key-value gradient too", "[strategies][eager][mla]") {
+  const double t = 4096, heads = 16, qk = 192, rope = 64, v = 128, e = 2;
+  const NamedKernels f = mla_cat_kernels(t, heads, qk, rope, v, e, false), b = mla_cat_kernels(t, heads, qk, rope, v, e, true);
+  double written = 0;
+  for (const auto& [name, op] : f) written += op.bytes_written;
+  CHECK(written == Approx(2 * t * heads * qk * e));
+  // The key reads its shared rotary part once, not once per head.
+  CHECK(f[1].second.bytes_read == Approx((t * heads * (qk - rope) + t * rope) * e));
+  // Per element, offsets computed: the legacy loop.
+  for (const auto& [name, op] : f) CHECK(op.loop == ElementLoop::strided);
+  // Backward also sums the expanded rotary key over the heads, and joins the keys' and values' gradients.
+  CHECK(moved(b) > moved(f));
 }

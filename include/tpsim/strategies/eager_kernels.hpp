@@ -43,6 +43,14 @@ NamedKernels aten_swiglu_kernels(double elems, double e, bool backward);
 // RoPE under torch.compile (torchtitan compiles each block): generated casts around ATen's
 // complex product, forward and backward alike.
 NamedKernels compiled_rope_kernels(double elems, double e, bool backward);
+// torchtitan's MLA (deepseek_v3/model.py, 0cfbd0b) joins each head's query and key from split
+// views with torch.cat (the query: its no-position and rotated parts; the key: wkv_b's part and
+// the one rotary key expanded over the heads): ATen's general cat kernel on strided inputs, an
+// offset per element. Backward, each split's gradient is a cat again (the query's; the keys'
+// and values' of wkv_b's output), and the expanded rotary key's gradient is summed over the
+// heads. SDPA takes the transposed views as they are. Per rank: `tokens`, `heads`.
+NamedKernels mla_cat_kernels(double tokens, double heads, double qk_head_dim, double rope_dim, double v_head_dim, double e,
+                             bool backward);
 // torchtitan's repeat_kv before attention with fewer KV heads than query heads: K and V each
 // copied out to `q_elems` (eager: ATen's strided copy; compiled: a generated one). Backward
 // sums the copies back (a reduction: the caller's).
