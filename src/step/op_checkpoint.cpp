@@ -99,8 +99,8 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
   if (t.model.is_mla()) {
     // The latents' norms (replicated: every token on every rank), as the forward runs them.
     for (const auto width : {t.model.mla.q_lora_rank, t.model.mla.kv_lora_rank}) {
-      const double latent = all_tokens * static_cast<double>(width);
       if (width <= 0) continue;
+      const double latent = all_tokens * static_cast<double>(width);
       if (t.aten_norm()) aten("attention.latent_norm", aten_rmsnorm_kernels(latent, all_tokens, e, false));
       else pass("attention.latent_norm", latent, latent);
     }
