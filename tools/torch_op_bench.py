@@ -30,14 +30,15 @@ def parse_args():
     p.add_argument("--quick", action="store_true", help="a few rows of each kind (a smoke test)")
     p.add_argument("--kineto", help="also write a Kineto trace (record_shapes) of a few GEMMs here")
     p.add_argument("--parts", default="gemm,reduction,copy,attention",
-                   help="comma-separated parts to run (default: all of gemm,reduction,copy,attention)")
+                   help="comma-separated parts to run (default: gemm,reduction,copy,attention; also: indexing, the "
+                        "row gathers, index_put_, scatter_add and cats of eager torchtitan's MoE and MLA)")
     p.add_argument("--attention-backend", choices=("flash", "cudnn"), default="flash",
                    help="SDPA backend the attention rows force: flash (PyTorch's FlashAttention-2, rows \"flash2\") or "
                         "cudnn (cuDNN's fused attention, the default on Hopper in recent PyTorch; rows \"cudnn\")")
     p.add_argument("--long-attention", action="store_true",
                    help="also causal attention at 32k-128k tokens (batch 1, 32 heads over 8): the shapes of context parallelism")
     args = p.parse_args()
-    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention"}
+    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention", "indexing"}
     if unknown:
         p.error(f"--parts: unknown part(s) {', '.join(sorted(unknown))}")
     return args
@@ -142,8 +143,8 @@ class Bench:
             print(f"  FAILED {row.get('name', row['kind'])}: {str(e)[:200]}", flush=True)
             return
         row["time_us"] = round(us, 3)
-        if row["kind"] in ("gemm", "gemm_pair"):
-            row["kernel"] = kernel + (f" (+{per - 1} more kernels a call)" if per > 1 and row["kind"] == "gemm" else "")
+        if row["kind"] in ("gemm", "gemm_pair", "elementwise"):
+            row["kernel"] = kernel + (f" (+{per - 1} more kernels a call)" if per > 1 and row["kind"] != "gemm_pair" else "")
         self.rows.append(row)
         print(f"  {row.get('name', row['kind'])}: {us:.2f} us  [{kernel[:90]}]", flush=True)
 
@@ -269,6 +270,53 @@ def copy_rows(b, torch, quick):
                          "call, CUPTI time"}
         b.add(row, b.flushed(lambda s=src, d=dst: d.copy_(s)), keep=not_flush)
         del src, dst
+
+
+def indexing_rows(b, torch, quick):
+    """The indexing kernels eager torchtitan's MoE and MLA run (tpsim's step/eager_moe_kernels.cpp and
+    mla_cat_kernels), at DeepSeek-V3 16B's shapes on one of 8 EP ranks: 16,384 tokens of 2,048, top 6
+    of 64 experts, 16 heads of 192 (128 + 64 rotary). Each row says the loop tpsim prices it in, so
+    `tpsim validate` shows whether PyTorch's kernel for it streams (vectorized) or is bound per element
+    (strided), as tpsim assumes from PyTorch's source."""
+    tokens, hidden, experts, top_k, heads = (16384 if not quick else 2048), 2048, 64, 6, 16
+    slots, row = tokens * top_k, hidden * 2
+    dev, bf16 = "cuda", torch.bfloat16
+    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
+           "L2 overwritten before each call, CUPTI kernel time")
+    # Token slots in expert order, as torchtitan's TokenReorderer makes them.
+    picks = torch.randint(0, experts, (tokens, top_k), device=dev)
+    token_of_slot = torch.argsort(picks.view(-1), stable=True) // top_k
+    index = token_of_slot.view(-1, 1).expand(-1, hidden)
+    x = torch.randn(tokens, hidden, device=dev, dtype=bf16)
+    routed = torch.randn(slots, hidden, device=dev, dtype=bf16)
+    gathered = torch.empty_like(routed)
+    summed = torch.zeros(tokens, hidden, device=dev, dtype=bf16)
+    perm = torch.randperm(slots, device=dev)
+    permuted = torch.empty_like(routed)
+    scores = torch.rand(slots, 1, device=dev, dtype=torch.float32)
+    routed32 = routed.float()
+    q = torch.randn(tokens, heads, 192, device=dev, dtype=bf16)
+    q_nope, q_pe = torch.split(q, [128, 64], dim=-1)
+
+    def put():
+        permuted[perm] = routed
+
+    n, joined = slots * hidden, tokens * heads * 192
+    cases = [
+        ("gather of token rows into slots (expanded index)", "torch.gather(x, 0, index, out=...)",
+         lambda: torch.gather(x, 0, index, out=gathered), slots * (row + 8), slots * row, n, "vectorized"),
+        ("index of slot rows (x[perm])", "routed[perm]", lambda: routed[perm], slots * (row + 8), slots * row, n, "vectorized"),
+        ("index_put_ of slot rows (out[perm] = src)", "permuted[perm] = routed", put, slots * (row + 8), slots * row, n, "strided"),
+        ("scatter_add_ of slot rows into tokens", "summed.scatter_add_(0, index, routed)",
+         lambda: summed.scatter_add_(0, index, routed), slots * (row + 8), slots * row, n, "strided"),
+        ("fp32 product by a per-row score", "routed32 * scores", lambda: routed32 * scores, n * 4 + slots * 4, n * 4, n, "strided"),
+        ("cat of split views (MLA's query)", "torch.cat([q_nope, q_pe], dim=-1)", lambda: torch.cat([q_nope, q_pe], dim=-1),
+         joined * 2, joined * 2, joined, "strided"),
+    ]
+    for name, op, fn, read, written, elements, loop in (cases if not quick else cases[:2]):
+        b.add({"kind": "elementwise", "name": f"{name} bf16", "bytes_read": read, "bytes_written": written,
+               "elements": elements, "loop": loop, "source": src.format(op=op)}, b.flushed(fn), keep=not_flush)
+    del x, routed, gathered, summed, permuted, routed32, q
 
 
 def attention_rows(b, torch, quick):
@@ -463,7 +511,8 @@ def main():
             doc["description"] += " " + json.dumps(b.failed)
         write_atomic(args.output, json.dumps(doc, indent=1) + "\n")
 
-    parts = {"gemm": gemm_rows, "reduction": reduction_rows, "copy": copy_rows, "attention": attention_rows}
+    parts = {"gemm": gemm_rows, "reduction": reduction_rows, "copy": copy_rows, "attention": attention_rows,
+             "indexing": indexing_rows}
     for part in (parts[name] for name in parts if name in args.parts.split(",")):
         print(f"{part.__name__} ({time.time() - t0:.0f} s)", flush=True)
         part(b, torch, args.quick)
