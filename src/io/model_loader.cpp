@@ -20,12 +20,12 @@ namespace tpsim {
 //    node-limited routing or DualPipe in the model itself (scenarios choose the routing).
 const std::vector<ModelShape>& known_models() {
   static const std::vector<ModelShape> models = {
-      {"llama3_8b", 4096, 14336, 32, 8, 128, 32, 128256, true, {}},
-      {"llama3_70b", 8192, 28672, 64, 8, 128, 80, 128256, true, {}},
-      {"llama3_405b", 16384, 53248, 128, 8, 128, 126, 128256, true, {}},
-      {"mixtral_8x7b", 4096, 14336, 32, 8, 128, 32, 32000, true, {8, 2, 14336, 0, 1, 0}},
-      {"llama4_scout", 5120, 16384, 40, 8, 128, 48, 202048, true, {16, 1, 8192, 1, 1, 0}},
-      {"llama4_maverick", 5120, 16384, 40, 8, 128, 48, 202048, true, {128, 1, 8192, 1, 2, 0}},
+      {"llama3_8b", 4096, 14336, 32, 8, 128, 32, 128256, true, {}, {}},
+      {"llama3_70b", 8192, 28672, 64, 8, 128, 80, 128256, true, {}, {}},
+      {"llama3_405b", 16384, 53248, 128, 8, 128, 126, 128256, true, {}, {}},
+      {"mixtral_8x7b", 4096, 14336, 32, 8, 128, 32, 32000, true, {8, 2, 14336, 0, 1, 0}, {}},
+      {"llama4_scout", 5120, 16384, 40, 8, 128, 48, 202048, true, {16, 1, 8192, 1, 1, 0}, {}},
+      {"llama4_maverick", 5120, 16384, 40, 8, 128, 48, 202048, true, {128, 1, 8192, 1, 2, 0}, {}},
       {"deepseek_v3_like", 7168, 18432, 128, 128, 192, 61, 129280, true, {256, 8, 2048, 1, 1, 3}, {1536, 512, 64, 128}},
   };
   return models;
@@ -101,7 +101,7 @@ ModelShape parse_model(const ObjectReader& w, bool whole_model) {
     keys.insert(keys.end(), {"layers", "vocab", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "moe_every", "first_dense_layers"});
   const ObjectReader o(m, path, keys);
   ModelShape shape{"custom", bounded_dimension(o, "hidden"), bounded_dimension(o, "ffn_hidden"), bounded_dimension(o, "heads"),
-                   bounded_dimension(o, "kv_heads"), bounded_dimension(o, "head_dim"), 0, 0, true, {}};
+                   bounded_dimension(o, "kv_heads"), bounded_dimension(o, "head_dim"), 0, 0, true, {}, {}};
   if (o.has("ffn_activation")) {
     const std::string act = o.string("ffn_activation");
     if (act != "swiglu" && act != "gelu")
