@@ -25,7 +25,8 @@ struct Backend {
 
 // Where the plugin may be: $TPSIM_CUDA_BACKEND, beside the executable (a build
 // tree), ../lib/tpsim/ from it (an installed tree), then where this build put it.
-std::vector<std::string> candidates() {
+// (Unused in a build without the backend, where load() says so at once.)
+[[maybe_unused]] std::vector<std::string> candidates() {
   if (const char* env = std::getenv("TPSIM_CUDA_BACKEND"); env && *env) return {env};
   std::vector<std::string> out;
   if (const fs::path bin = executable_dir(); !bin.empty()) {

@@ -147,7 +147,7 @@ std::string sweep_markdown(std::istream& csv) {
   for (const auto& v : variants)
     if (!have_baseline || v != "baseline") shown.push_back(v);
   std::string out = "|";
-  for (std::size_t a = 0; a < axes; ++a) out += " " + md_cell(header[1 + a]) + " |";
+  for (std::size_t a = 0; a < axes; ++a) out += fmt::format(" {} |", md_cell(header[1 + a]));
   const std::string unit = header[2 + axes] == "step_time_ms" ? "ms" : "us";
   for (const auto& v : shown) out += fmt::format(" {} {} |", v, have_baseline ? "speedup" : unit);
   out += " best |\n|";
@@ -155,7 +155,7 @@ std::string sweep_markdown(std::istream& csv) {
   out += "\n";
   for (const auto& p : points) {
     out += "|";
-    for (const auto& a : p.axis_values) out += " " + md_cell(a) + " |";
+    for (const auto& a : p.axis_values) out += fmt::format(" {} |", md_cell(a));
     for (const auto& v : shown) {
       const auto it = p.by_variant.find(v);
       const std::string cell = it == p.by_variant.end() ? "" : have_baseline ? it->second.second + "x" : it->second.first;

@@ -26,7 +26,7 @@ std::string gzip(const std::string& text) {
   z.next_out = reinterpret_cast<Bytef*>(out.data());
   z.avail_out = static_cast<uInt>(out.size());
   REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
-  out.resize(out.size() - z.avail_out);
+  out.resize(static_cast<std::size_t>(z.total_out));
   deflateEnd(&z);
   return out;
 }
@@ -55,7 +55,7 @@ TEST_CASE("Gzip data inflates to what was deflated, members concatenated", "[io]
 }
 
 TEST_CASE("Damaged or oversized gzip data is one error naming the file", "[io]") {
-  const std::string gz = gzip(std::string(100000, 'a') + "b");
+  const std::string gz = gzip(std::string(100000, 'a').append("b"));
   CHECK(error_of(gz.substr(0, gz.size() / 2)) == "t.gz: damaged gzip data (truncated)");
   std::string flipped = gz;
   flipped[12] = static_cast<char>(flipped[12] ^ 0x55);
@@ -65,7 +65,7 @@ TEST_CASE("Damaged or oversized gzip data is one error naming the file", "[io]")
 }
 
 TEST_CASE("A gzip-compressed profiler trace reads like the plain one", "[io][kineto]") {
-  const std::string plain = std::string(TPSIM_SOURCE_DIR) + "/tests/calibration/data/kineto_small.json";
+  const std::string plain = TPSIM_SOURCE_DIR "/tests/calibration/data/kineto_small.json";
   std::ifstream in(plain, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto dir = std::filesystem::temp_directory_path() / (fmt::format("tpsim_gzip_{}", ::getpid()));
