@@ -77,7 +77,7 @@ std::vector<std::string> sweepable_fields() {
           "workload.attention", "workload.attention_dropout", "workload.pp_p2p", "workload.sequence_parallel", "workload.tp_weight_grad_input",
           "workload.fsdp_fp8_all_gather", "workload.fsdp_fp8_precompute_scale", "workload.tp_fp8_all_gather",
           "workload.pp_first_stage_less_layers", "workload.pp_last_stage_less_layers",
-          "workload.model.layers", "workload.model.vocab", "workload.cross_entropy", "workload.loss_parallel", "workload.loss_chunks", "workload.elementwise",
+          "workload.model.layers", "workload.model.vocab", "workload.cross_entropy", "workload.loss_parallel", "workload.loss_chunks", "workload.elementwise", "workload.norm", "workload.optimizer",
           "workload.model.q_lora_rank", "workload.model.kv_lora_rank", "workload.model.rope_head_dim", "workload.model.v_head_dim",
           "workload.model.experts", "workload.model.top_k", "workload.model.expert_ffn_hidden", "workload.model.shared_experts"};
 }

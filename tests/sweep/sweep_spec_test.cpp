@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tpsim/io/training_step_loader.hpp"
 #include "tpsim/sweep/sweep_spec.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/sweep/sweep_table.hpp"
@@ -148,4 +149,12 @@ TEST_CASE("A training-step sweep may vary the loss, the element-wise kernels and
   CHECK(last.workload.step.aten_elementwise);
   CHECK(last.workload.step.model.mla.kv_lora_rank == 512);
   CHECK(parse_scenario(spec.scenario_of(0), "").workload.step.model.mla.kv_lora_rank == 256);
+}
+
+TEST_CASE("every key a training step takes can be a sweep axis", "[sweep]") {
+  const std::vector<std::string> fields = sweepable_fields();
+  for (const std::string& key : training_step_keys()) {
+    INFO(key);
+    CHECK(std::find(fields.begin(), fields.end(), "workload." + key) != fields.end());
+  }
 }
