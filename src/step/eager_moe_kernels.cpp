@@ -20,7 +20,7 @@ ElementwiseOp zeros(double elems, double e) { return {0, elems * e}; }
 }  // namespace
 
 double EagerMoeShape::padded() const {
-  return std::ceil((computed + experts * kAlignRows) / kAlignRows) * kAlignRows;
+  return std::ceil((computed + local_experts * kAlignRows) / kAlignRows) * kAlignRows;
 }
 
 NamedKernels eager_moe_route_kernels(const EagerMoeShape& s, bool backward) {

@@ -145,6 +145,7 @@ EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, Dtype dtype, int chunks
   s.computed = load.rank_slots(load.busiest_rank) / chunks;
   s.hidden = static_cast<double>(t.model.hidden);
   s.experts = static_cast<double>(t.model.moe.experts);
+  s.local_experts = s.experts / t.mesh.size(MeshDim::ep);
   s.top_k = static_cast<double>(t.model.moe.top_k);
   s.e = dtype_bytes(dtype);
   return s;

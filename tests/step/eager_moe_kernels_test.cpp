@@ -16,7 +16,8 @@ namespace {
 // DeepSeek-V3 16B's MoE on one of 8 EP ranks: 16,384 tokens, top 6 of 64, hidden 2048.
 EagerMoeShape deepseek_16b(double top_k = 6) {
   EagerMoeShape s;
-  s.tokens = 16384, s.top_k = top_k, s.slots = s.tokens * top_k, s.computed = s.slots, s.hidden = 2048, s.experts = 64, s.e = 2;
+  s.tokens = 16384, s.top_k = top_k, s.slots = s.tokens * top_k, s.computed = s.slots, s.hidden = 2048, s.experts = 64;
+  s.local_experts = 8, s.e = 2;
   return s;
 }
 
@@ -96,8 +97,7 @@ TEST_CASE("an atomic scatter_add of the slot rows takes longer than the vectoriz
 }
 
 TEST_CASE("the expert-order padding adds at most 8 rows per local expert", "[step][moe][eager]") {
-  EagerMoeShape s = deepseek_16b();
-  s.experts = 8;  // the local experts
+  const EagerMoeShape s = deepseek_16b();  // 8 local experts of 64
   CHECK(s.padded() >= s.computed);
   CHECK(s.padded() <= s.computed + 8 * 8 + 8);
   CHECK(static_cast<long>(s.padded()) % 8 == 0);
