@@ -146,7 +146,6 @@ EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, Dtype dtype, int chunks
   s.hidden = static_cast<double>(t.model.hidden);
   s.experts = static_cast<double>(t.model.moe.experts);
   s.local_experts = s.experts / t.mesh.size(MeshDim::ep);
-  s.top_k = static_cast<double>(t.model.moe.top_k);
   s.e = dtype_bytes(dtype);
   return s;
 }

@@ -16,7 +16,7 @@ namespace {
 // DeepSeek-V3 16B's MoE on one of 8 EP ranks: 16,384 tokens, top 6 of 64, hidden 2048.
 EagerMoeShape deepseek_16b(double top_k = 6) {
   EagerMoeShape s;
-  s.tokens = 16384, s.top_k = top_k, s.slots = s.tokens * top_k, s.computed = s.slots, s.hidden = 2048, s.experts = 64;
+  s.tokens = 16384, s.slots = s.tokens * top_k, s.computed = s.slots, s.hidden = 2048, s.experts = 64;
   s.local_experts = 8, s.e = 2;
   return s;
 }

@@ -27,7 +27,7 @@ namespace tpsim {
 // `experts` (the router's columns), `local_experts` (the experts on this rank), activations of
 // `e` bytes.
 struct EagerMoeShape {
-  double tokens = 0, slots = 0, computed = 0, hidden = 0, experts = 0, local_experts = 0, top_k = 0, e = 2;
+  double tokens = 0, slots = 0, computed = 0, hidden = 0, experts = 0, local_experts = 0, e = 2;
   // torchtitan's expert_parallel wrapper pads each local expert's rows to a multiple of 8
   // (TOKEN_GROUP_ALIGN_SIZE_M for bf16): the permuted rows, at most this many more.
   double padded() const;
