@@ -6,9 +6,6 @@ namespace {
 
 constexpr double kFp32 = 4;
 
-ElementwiseOp strided(double read, double written, double elements) { return aten_strided(read, written, elements); }
-NamedKernels without_no_ops(NamedKernels k) { return without_empty_kernels(std::move(k)); }
-
 // x.float() and type_as are no kernels where x is fp32 already.
 ElementwiseOp up_to_fp32(double n, double e) { return e == kFp32 ? ElementwiseOp{} : aten_convert(n, e, kFp32); }
 ElementwiseOp down_from_fp32(double n, double e) { return e == kFp32 ? ElementwiseOp{} : aten_convert(n, kFp32, e); }
@@ -35,14 +32,14 @@ NamedKernels aten_rmsnorm_kernels(double n, double rows, double e, bool backward
   const double r = rows * kFp32;  // a per-row fp32 vector
   const ElementwiseOp up = up_to_fp32(n, e), down = down_from_fp32(n, e);
   if (!backward)
-    return without_no_ops({{"float", up},                       {"pow", {n * kFp32, n * kFp32}}, {"mean", {n * kFp32, r}},
-            {"add_eps", {r, r}},                 {"rsqrt", {r, r}},               {"mul_rsqrt", strided(n * kFp32 + r, n * kFp32, n)},
-            {"type_as", down},                   {"mul_weight", strided(n * e, n * e, n)}});
-  return without_no_ops({{"mul_weight.grad_input", strided(n * e, n * e, n)}, {"mul_weight.grad_weight", {2 * n * e, n * e}},
+    return without_empty_kernels({{"float", up},                       {"pow", {n * kFp32, n * kFp32}}, {"mean", {n * kFp32, r}},
+            {"add_eps", {r, r}},                 {"rsqrt", {r, r}},               {"mul_rsqrt", aten_strided(n * kFp32 + r, n * kFp32, n)},
+            {"type_as", down},                   {"mul_weight", aten_strided(n * e, n * e, n)}});
+  return without_empty_kernels({{"mul_weight.grad_input", aten_strided(n * e, n * e, n)}, {"mul_weight.grad_weight", {2 * n * e, n * e}},
           {"mul_weight.grad_weight_sum", {n * e, 0}},         {"type_as.grad", up},
-          {"mul_rsqrt.grad_x", strided(n * kFp32 + r, n * kFp32, n)}, {"mul_rsqrt.grad_rsqrt", {2 * n * kFp32, n * kFp32}},
+          {"mul_rsqrt.grad_x", aten_strided(n * kFp32 + r, n * kFp32, n)}, {"mul_rsqrt.grad_rsqrt", {2 * n * kFp32, n * kFp32}},
           {"mul_rsqrt.grad_rsqrt_sum", {n * kFp32, r}},       {"rsqrt.grad", {2 * r, r}},
-          {"mean.grad", strided(r, n * kFp32, n)},            {"pow.self_pow_1", {n * kFp32, n * kFp32}},
+          {"mean.grad", aten_strided(r, n * kFp32, n)},            {"pow.self_pow_1", {n * kFp32, n * kFp32}},
           {"pow.times_exponent", {n * kFp32, n * kFp32}},     {"pow.grad", {2 * n * kFp32, n * kFp32}},
           {"grad_x.sum_paths", {2 * n * kFp32, n * kFp32}},   {"float.grad", down}});
 }
@@ -52,8 +49,8 @@ NamedKernels aten_rope_kernels(double n, double e, bool backward) {
   // broadcast over the batch and heads, so the complex product takes the strided loop, one
   // complex element per pair of values.
   const ElementwiseOp up = up_to_fp32(n, e), down = down_from_fp32(n, e);
-  if (!backward) return without_no_ops({{"float", up}, {"complex_mul", strided(n * kFp32, n * kFp32, n / 2)}, {"type_as", down}});
-  return without_no_ops({{"type_as.grad", up}, {"complex_mul.grad", strided(n * kFp32, n * kFp32, n / 2)}, {"float.grad", down}});
+  if (!backward) return without_empty_kernels({{"float", up}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2)}, {"type_as", down}});
+  return without_empty_kernels({{"type_as.grad", up}, {"complex_mul.grad", aten_strided(n * kFp32, n * kFp32, n / 2)}, {"float.grad", down}});
 }
 
 NamedKernels compiled_rope_kernels(double n, double e, bool backward) {
@@ -61,24 +58,24 @@ NamedKernels compiled_rope_kernels(double n, double e, bool backward) {
   // ATen for them): the complex product stays ATen's strided kernel between two generated
   // casts; each way the same three kernels.
   (void)backward;
-  return {{"to_float", {n * e, n * kFp32}}, {"complex_mul", strided(n * kFp32, n * kFp32, n / 2)}, {"to_dtype", {n * kFp32, n * e}}};
+  return {{"to_float", {n * e, n * kFp32}}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2)}, {"to_dtype", {n * kFp32, n * e}}};
 }
 
 NamedKernels repeat_kv_kernels(double kv_elems, double q_elems, double e, bool aten) {
   // expand + reshape materializes each of K and V at the query heads' width: ATen's strided
   // copy, or one generated (vectorized) copy under torch.compile.
-  const ElementwiseOp copy = aten ? strided(kv_elems * e, q_elems * e, q_elems) : ElementwiseOp{kv_elems * e, q_elems * e};
+  const ElementwiseOp copy = aten ? aten_strided(kv_elems * e, q_elems * e, q_elems) : ElementwiseOp{kv_elems * e, q_elems * e};
   return {{"k", copy}, {"v", copy}};
 }
 
 NamedKernels mla_cat_kernels(double t, double heads, double qk, double r, double v, double e, bool backward) {
   const double joined = t * heads * qk;  // [T, heads, qk_head_dim]
   if (!backward)
-    return {{"q", strided(joined * e, joined * e, joined)}, {"k", strided((t * heads * (qk - r) + t * r) * e, joined * e, joined)}};
+    return {{"q", aten_strided(joined * e, joined * e, joined)}, {"k", aten_strided((t * heads * (qk - r) + t * r) * e, joined * e, joined)}};
   const double kv = t * heads * (qk - r + v);
-  return {{"q.split", strided(joined * e, joined * e, joined)},
+  return {{"q.split", aten_strided(joined * e, joined * e, joined)},
           {"k.rope_expand_sum", {t * heads * r * e, t * r * e}},
-          {"kv.split", strided(kv * e, kv * e, kv)}};
+          {"kv.split", aten_strided(kv * e, kv * e, kv)}};
 }
 
 NamedKernels aten_swiglu_kernels(double n, double e, bool backward) {
