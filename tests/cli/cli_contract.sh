@@ -65,6 +65,8 @@ moe_step() {  # ep, extra workload keys
 }
 check "ep not dividing the experts" 2 '$.workload.mesh.ep: 8 experts do not divide over ep 3' "$(moe_step 3 '')"
 check "negative skew" 2 '$.workload.expert_load_skew: must be a number >= 0, got -1' "$(moe_step 4 ', "expert_load_skew": -1')"
+check "norm without eager kernels" 2 '$.workload.norm: says how eager PyTorch runs the norms' "$(moe_step 4 ', "norm": "fused"')"
+check "eager MoE with fused norms runs" 0 '' "$(moe_step 4 ', "elementwise": "aten", "norm": "fused"')"
 moe_step 4 ', "expert_load_skew": 1' > "$work/moe.json"
 if "$tpsim" run "$work/moe.json" --json - 2> /dev/null | python3 -c '
 import json, sys
