@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-from torch_op_bench import write_atomic  # the op bench beside this file: the same atomic write
+from torch_op_bench import write_measurements  # the op bench beside this file: the same file format
 
 # Kernels that carry no row and may sit anywhere between the ones that do.
 SKIP = re.compile(r"Memset|nvjet|gemm|cudnn|flash|conj_kernel|Memcpy|dot_do_o|convert_dq")
@@ -166,12 +166,11 @@ def main():
               f"by tools/torch_train_step_bench.py (CUPTI kernel time, one step)")
     for r in rows:
         r["source"] = source
-    doc = {"format": "tpsim-measurements", "hardware": a.hardware,
-           "description": (f"Element-wise kernels of one eager Llama training step on one {prof['gpu']} (torch {prof['torch']}, "
+    write_measurements(a.output, a.hardware,
+                       (f"Element-wise kernels of one eager Llama training step on one {prof['gpu']} (torch {prof['torch']}, "
                            f"CUDA {prof['cuda']}), layer {layer}'s forward and backward and the loss's up-cast, "
-                           f"from {os.path.basename(a.profile)} by tools/step_profile_kernels.py. Op-level: each row one kernel."),
-           "measurements": rows}
-    write_atomic(a.output, json.dumps(doc, indent=1) + "\n")
+                        f"from {os.path.basename(a.profile)} by tools/step_profile_kernels.py. Op-level: each row one kernel."),
+                       rows)
     print(f"{a.output}: {len(rows)} rows")
     return 0
 

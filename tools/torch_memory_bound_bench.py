@@ -21,7 +21,7 @@ import json
 import statistics
 import sys
 
-from torch_op_bench import Bench, import_torch_with_cuda, write_atomic  # the op bench beside this file: its timing
+from torch_op_bench import Bench, import_torch_with_cuda, write_measurements  # the op bench beside this file: its timing
 
 SIZES_MIB = (0.25, 0.5, 1, 2, 4, 8, 16, 32, 64)
 
@@ -104,14 +104,13 @@ def main():
                 lambda x=x, out=out: torch.sum(x, dim=0, out=out))
             del x, out
     props = torch.cuda.get_device_properties(0)
-    doc = {"format": "tpsim-measurements", "hardware": args.hardware,
-           "description": (f"Memory-bound kernels across sizes on one {props.name} ({props.multi_processor_count} SMs, "
-                           f"L2 {props.L2_cache_size / 2**20:.0f} MiB), torch {torch.__version__}, by "
-                           "tools/torch_memory_bound_bench.py: each op after a clean L2 (a read of a buffer of 4x L2) and "
-                           "after a dirty one (the same buffer overwritten). Back to back with the operands in L2 (us, "
-                           f"not rows): {json.dumps(warm)}"),
-           "measurements": rows}
-    write_atomic(args.output, json.dumps(doc, indent=1) + "\n")
+    write_measurements(args.output, args.hardware,
+                       (f"Memory-bound kernels across sizes on one {props.name} ({props.multi_processor_count} SMs, "
+                        f"L2 {props.L2_cache_size / 2**20:.0f} MiB), torch {torch.__version__}, by "
+                        "tools/torch_memory_bound_bench.py: each op after a clean L2 (a read of a buffer of 4x L2) and "
+                        "after a dirty one (the same buffer overwritten). Back to back with the operands in L2 (us, "
+                        f"not rows): {json.dumps(warm)}"),
+                       rows)
     print(f"wrote {len(rows)} rows to {args.output}")
     return 0
 

@@ -52,6 +52,12 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
+def write_measurements(path, hardware, description, rows):
+    """A tpsim measurement file (format, hardware, description, rows), written atomically."""
+    doc = {"format": "tpsim-measurements", "hardware": hardware, "description": description, "measurements": rows}
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+
+
 def not_flush(name):
     return "FillFunctor" not in name
 
@@ -501,18 +507,13 @@ def main():
     host = {}
 
     def save():  # after every part, so a run cut short keeps what it measured
-        doc = {
-            "format": "tpsim-measurements",
-            "hardware": args.hardware,
-            "description": (f"Op-level timings on one {props.name} ({props.multi_processor_count} SMs, "
-                            f"{props.total_memory / 2**30:.1f} GiB), torch {torch.__version__}, CUDA {torch.version.cuda}, "
-                            f"by tools/torch_op_bench.py. Host cost per eager call (host-bound, us), launch gaps and clocks: {json.dumps(host)}. "
-                            f"Rows that failed: {len(b.failed)}."),
-            "measurements": b.rows,
-        }
+        description = (f"Op-level timings on one {props.name} ({props.multi_processor_count} SMs, "
+                       f"{props.total_memory / 2**30:.1f} GiB), torch {torch.__version__}, CUDA {torch.version.cuda}, "
+                       f"by tools/torch_op_bench.py. Host cost per eager call (host-bound, us), launch gaps and clocks: {json.dumps(host)}. "
+                       f"Rows that failed: {len(b.failed)}.")
         if b.failed:
-            doc["description"] += " " + json.dumps(b.failed)
-        write_atomic(args.output, json.dumps(doc, indent=1) + "\n")
+            description += " " + json.dumps(b.failed)
+        write_measurements(args.output, args.hardware, description, b.rows)
 
     parts = {"gemm": gemm_rows, "reduction": reduction_rows, "copy": copy_rows, "attention": attention_rows,
              "indexing": indexing_rows}

@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-from torch_op_bench import write_atomic  # the op bench beside this file: the same atomic write
+from torch_op_bench import write_measurements  # the op bench beside this file: the same file format
 
 
 def parse_args():
@@ -100,19 +100,15 @@ def main():
     props = torch.cuda.get_device_properties(0)
 
     def save():
-        doc = {
-            "format": "tpsim-measurements",
-            "hardware": args.hardware,
-            "description": (f"Whole TP ops on a process group of one {props.name}, torch {torch.__version__}, "
+        write_measurements(args.output, args.hardware,
+                           (f"Whole TP ops on a process group of one {props.name}, torch {torch.__version__}, "
                             f"CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
                             f"by tools/torch_tp_one_rank_bench.py (kraken's benchmark_with_event, a GPU sleep of "
                             f"{args.sleep_cycles:.0e} cycles before {args.iters} calls). Validation only: never fit a model "
                             f"to these. Host issue time per call (us; spans time the host where {args.iters} of these "
                             f"outlast the sleep): {json.dumps(host)}. Kernels of one call: {json.dumps(seen)}. "
                             f"Failed: {json.dumps(failed)}"),
-            "measurements": rows,
-        }
-        write_atomic(args.output, json.dumps(doc, indent=1) + "\n")
+                           rows)
 
     for op, dt, m, n, k in CASES:
         a = symm_mem.empty((m, k), dtype=dtypes[dt], device="cuda").normal_()

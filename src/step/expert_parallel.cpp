@@ -136,8 +136,7 @@ ExpertLoad expert_load(const TrainingStepSpec& t) {
 
 // One rank's MoE layer in eager torchtitan's terms, per microbatch chunk: its router's
 // tokens (its sequence shard), the slots it sends, the busiest rank's slots.
-EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, Dtype dtype, int chunks) {
-  const ExpertLoad load = expert_load(t);
+EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, const ExpertLoad& load, Dtype dtype, int chunks) {
   const int tp = t.mesh.size(MeshDim::tp);
   EagerMoeShape s;
   s.tokens = static_cast<double>(std::max<std::int64_t>(1, t.rank_tokens() / tp));
@@ -162,7 +161,7 @@ std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const Tra
   std::vector<std::pair<std::string, OpPayload>> ops;
   // Eager torchtitan wraps its experts (expert_parallel): a permutation into expert order
   // before them, the way back after them (eager_moe_kernels).
-  const EagerMoeShape shape = eager_moe_shape(t, dtype, chunks);
+  const EagerMoeShape shape = eager_moe_shape(t, load, dtype, chunks);
   const auto wrapper = [&](const NamedKernels& ks) {
     if (t.aten_elementwise)
       for (const auto& [name, op] : ks) ops.push_back({name, op});
@@ -207,7 +206,7 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
     // Eager torchtitan: every aten op of the router, the reorder, the gather and the
     // weighted sum its own kernel (eager_moe_kernels); x's gradient sums the router's, the
     // gather's and (with them) the shared experts' parts.
-    const EagerMoeShape shape = eager_moe_shape(t, dtype, 1);
+    const EagerMoeShape shape = eager_moe_shape(t, load, dtype, 1);
     const auto append = [](std::vector<std::pair<std::string, OpPayload>>& to, const NamedKernels& ks) {
       for (const auto& [name, op] : ks) to.push_back({name, op});
     };

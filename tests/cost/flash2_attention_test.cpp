@@ -24,7 +24,7 @@ std::string layer(const std::string& hardware, const std::string& extra) {
 TEST_CASE("FlashAttention-2 runs a compute-bound attention at its own fraction of peak: slower by the ratio of efficiencies",
           "[attention][flash2]") {
   const HardwareSpec& hw = h100();
-  REQUIRE(hw.attention.has_flash2());
+  REQUIRE(hw.attention.has(AttentionKernel::flash2));
   for (const bool backward : {false, true}) {
     AttentionOp fa3{16384, 8192, 32, 8, 128, true, backward, Dtype::bf16};
     AttentionOp fa2 = fa3;

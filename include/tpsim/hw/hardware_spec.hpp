@@ -182,9 +182,8 @@ struct AttentionSpec {
   double flash2_forward_efficiency = 0, flash2_backward_efficiency = 0;
   // cuDNN's fused attention (PyTorch SDPA's cuDNN backend; 0: not given).
   double cudnn_forward_efficiency = 0, cudnn_backward_efficiency = 0;
-  bool has_flash2() const { return flash2_forward_efficiency > 0; }
   bool has(AttentionKernel k) const {
-    return k == AttentionKernel::newest || (k == AttentionKernel::flash2 ? has_flash2() : cudnn_forward_efficiency > 0);
+    return k == AttentionKernel::newest || (k == AttentionKernel::flash2 ? flash2_forward_efficiency > 0 : cudnn_forward_efficiency > 0);
   }
   double efficiency(AttentionKernel k, bool backward) const {
     switch (k) {

@@ -76,8 +76,8 @@ struct ExpertGroup {
 std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag);
 
 // One rank's MoE layer as eager torchtitan's kernels see it (step/eager_moe_kernels), for one
-// microbatch of `chunks`.
-EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, Dtype dtype, int chunks);
+// microbatch of `chunks`, under the routing `load` (expert_load(t)).
+EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, const ExpertLoad& load, Dtype dtype, int chunks);
 // The busiest rank's experts' kernels for one microbatch (of `chunks`), forward or backward:
 // experts with the same token count batched into one grouped GEMM, the largest first; eager
 // (`"elementwise": "aten"`) between torchtitan's permutation into expert order and back.
