@@ -284,10 +284,19 @@ def copy_rows(b, torch, quick):
 def indexing_rows(b, torch, quick):
     """The indexing kernels eager torchtitan's MoE and MLA run (tpsim's step/eager_moe_kernels.cpp and
     mla_cat_kernels), at DeepSeek-V3 16B's shapes on one of 8 EP ranks: 16,384 tokens of 2,048, top 6
-    of 64 experts, 16 heads of 192 (128 + 64 rotary). Each row says the loop tpsim prices it in, so
-    `tpsim validate` shows whether PyTorch's kernel for it streams (vectorized) or is bound per element
-    (strided), as tpsim assumes from PyTorch's source."""
-    tokens, hidden, experts, top_k, heads = (16384 if not quick else 2048), 2048, 64, 6, 16
+    of 64 experts, 16 heads of 192 (128 + 64 rotary), and at other token counts and widths. Each row
+    says the loop tpsim prices it in (vectorized: streams; strided, index, scatter, cat: bound per
+    element), so `tpsim calibrate` can fit each loop's rate and `tpsim validate` check it."""
+    # DeepSeek-V3 16B's width (2,048) at the step's token count first, then other token counts and
+    # DeepSeek-V3 671B's width (7,168): rows to fit a loop's rate on and rows to check it on.
+    shapes = [(16384, 2048), (4096, 2048), (65536, 2048), (4096, 7168), (16384, 7168)]
+    for tokens, hidden in (shapes if not quick else [(2048, 2048)]):
+        indexing_shape_rows(b, torch, quick, tokens, hidden)
+        torch.cuda.empty_cache()
+
+
+def indexing_shape_rows(b, torch, quick, tokens, hidden):
+    experts, top_k, heads = 64, 6, 16
     slots, row = tokens * top_k, hidden * 2
     dev, bf16 = "cuda", torch.bfloat16
     src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
@@ -315,15 +324,15 @@ def indexing_rows(b, torch, quick):
         ("gather of token rows into slots (expanded index)", "torch.gather(x, 0, index, out=...)",
          lambda: torch.gather(x, 0, index, out=gathered), slots * (row + 8), slots * row, n, "vectorized"),
         ("index of slot rows (x[perm])", "routed[perm]", lambda: routed[perm], slots * (row + 8), slots * row, n, "vectorized"),
-        ("index_put_ of slot rows (out[perm] = src)", "permuted[perm] = routed", put, slots * (row + 8), slots * row, n, "strided"),
+        ("index_put_ of slot rows (out[perm] = src)", "permuted[perm] = routed", put, slots * (row + 8), slots * row, n, "index"),
         ("scatter_add_ of slot rows into tokens", "summed.scatter_add_(0, index, routed)",
-         lambda: summed.scatter_add_(0, index, routed), slots * (row + 8), slots * row, n, "strided"),
+         lambda: summed.scatter_add_(0, index, routed), slots * (row + 8), slots * row, n, "scatter"),
         ("fp32 product by a per-row score", "routed32 * scores", lambda: routed32 * scores, n * 4 + slots * 4, n * 4, n, "strided"),
         ("cat of split views (MLA's query)", "torch.cat([q_nope, q_pe], dim=-1)", lambda: torch.cat([q_nope, q_pe], dim=-1),
-         joined * 2, joined * 2, joined, "strided"),
+         joined * 2, joined * 2, joined, "cat"),
     ]
     for name, op, fn, read, written, elements, loop in (cases if not quick else cases[:2]):
-        b.add({"kind": "elementwise", "name": f"{name} bf16", "bytes_read": read, "bytes_written": written,
+        b.add({"kind": "elementwise", "name": f"{name} bf16, {tokens} tokens x {hidden}", "bytes_read": read, "bytes_written": written,
                "elements": elements, "loop": loop, "source": src.format(op=op)}, b.flushed(fn), keep=not_flush)
     del x, routed, gathered, summed, permuted, routed32, q
 

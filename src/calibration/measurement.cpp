@@ -169,7 +169,7 @@ ElementwiseOp parse_elementwise_kernel(const ObjectReader& r) {
   if (e.bytes_read + e.bytes_written <= 0) fail_at(r.path(), "moves no bytes: give bytes_read or bytes_written");
   const std::string loop = r.optional_string("loop").value_or("vectorized");
   const auto l = parse_element_loop(loop);
-  if (!l) fail_at(r.child_path("loop"), fmt::format("unknown loop \"{}\" (vectorized, cast or strided)", loop));
+  if (!l) fail_at(r.child_path("loop"), fmt::format("unknown loop \"{}\" (vectorized, cast, strided, index, scatter or cat)", loop));
   e.loop = *l;
   if (r.has("elements")) {
     e.elements = r.positive_number("elements");

@@ -10,12 +10,16 @@ std::string_view element_loop_name(ElementLoop l) {
     case ElementLoop::vectorized: return "vectorized";
     case ElementLoop::cast: return "cast";
     case ElementLoop::strided: return "strided";
+    case ElementLoop::index: return "index";
+    case ElementLoop::scatter: return "scatter";
+    case ElementLoop::cat: return "cat";
   }
   return "vectorized";
 }
 
 std::optional<ElementLoop> parse_element_loop(std::string_view s) {
-  for (ElementLoop l : {ElementLoop::vectorized, ElementLoop::cast, ElementLoop::strided})
+  for (ElementLoop l :
+       {ElementLoop::vectorized, ElementLoop::cast, ElementLoop::strided, ElementLoop::index, ElementLoop::scatter, ElementLoop::cat})
     if (element_loop_name(l) == s) return l;
   return std::nullopt;
 }
@@ -36,14 +40,26 @@ ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw) {
   return grid_stride_plan(bytes_moved / (kVectorBytes * hw.elementwise.block.threads), bytes_moved, hw);
 }
 
+double loop_sm_elements_per_ps(ElementLoop loop, const ElementwiseSpec& ew) {
+  // The offset-per-element kernels fall back to the legacy loop's rate where unmeasured.
+  const auto or_strided = [&](double rate) { return rate > 0 ? rate : ew.strided_sm_elements_per_ps; };
+  switch (loop) {
+    case ElementLoop::vectorized: return 0.0;
+    case ElementLoop::cast: return ew.cast_sm_elements_per_ps;
+    case ElementLoop::strided: return ew.strided_sm_elements_per_ps;
+    case ElementLoop::index: return or_strided(ew.index_sm_elements_per_ps);
+    case ElementLoop::scatter: return or_strided(ew.scatter_sm_elements_per_ps);
+    case ElementLoop::cat: return or_strided(ew.cat_sm_elements_per_ps);
+  }
+  return 0.0;
+}
+
 BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, ElementLoop loop, double elements) {
   // No prologue: its start-up (elementwise.block_overhead) is dead time before bytes flow, not
   // a prologue other blocks' streaming hides, so the launch charges it as the kernel's ramp.
   double sm_bytes_per_ps = hw.memory.sm_max_bytes_per_ps;
   // An unvectorized loop's SM moves its bytes no faster than it gets through the elements.
-  const double sm_elements_per_ps = loop == ElementLoop::cast      ? hw.elementwise.cast_sm_elements_per_ps
-                                    : loop == ElementLoop::strided ? hw.elementwise.strided_sm_elements_per_ps
-                                                                   : 0.0;
+  const double sm_elements_per_ps = loop_sm_elements_per_ps(loop, hw.elementwise);
   // The SM's share of the elements goes with its share of the bytes (every block the same).
   const double blocks = static_cast<double>(plan.blocks);
   if (sm_elements_per_ps > 0 && elements > 0 && plan.bytes_per_block > 0)

@@ -14,6 +14,14 @@ constexpr int kRadixPasses = 8;
 
 // A row gather with vectorized loads (vectorized_gather_kernel): `rows` rows read by index.
 ElementwiseOp row_gather(double rows, double row_bytes) { return {rows * (row_bytes + kIndex), rows * row_bytes}; }
+// ATen's index_put_ (index_elementwise_kernel) and scatter_add_ (_scatter_gather_elementwise_
+// kernel, an atomic add per element) of `rows` rows: an offset computed per element.
+ElementwiseOp row_index_put(double rows, double row_bytes, double row_elems) {
+  return aten_kernel(ElementLoop::index, rows * (row_bytes + kIndex), rows * row_bytes, rows * row_elems);
+}
+ElementwiseOp row_scatter_add(double rows, double row_bytes, double row_elems) {
+  return aten_kernel(ElementLoop::scatter, rows * (row_bytes + kIndex), rows * row_bytes, rows * row_elems);
+}
 // `elems` written as zeros (zeros_like / new_zeros: a fill kernel).
 ElementwiseOp zeros(double elems, double e) { return {0, elems * e}; }
 
@@ -47,12 +55,12 @@ NamedKernels eager_moe_route_kernels(const EagerMoeShape& s, bool backward) {
   // gradients back through the index, the scale, the gather, softmax and the up-cast.
   return without_empty_kernels({
       {"slots.gather.backward.zeros", zeros(s.tokens * s.hidden, s.e)},
-      {"slots.gather.backward.scatter_add", aten_strided(s.slots * (row + kIndex), s.slots * row, s.slots * s.hidden)},
+      {"slots.gather.backward.scatter_add", row_scatter_add(s.slots, row, s.hidden)},
       {"reorder.scores_by_slot.backward.zeros", zeros(picked, kFp32)},
       {"reorder.scores_by_slot.backward.index_put", {picked * (kIndex + 2 * kFp32), picked * kFp32}},
       {"router.route_scale.backward", {picked * kFp32, picked * kFp32}},
       {"router.gather_scores.backward.zeros", zeros(scores, kFp32)},
-      {"router.gather_scores.backward.scatter_add", aten_strided(picked * (kIndex + kFp32), picked * kFp32, picked)},
+      {"router.gather_scores.backward.scatter_add", row_scatter_add(picked, kFp32, 1)},
       {"router.softmax.backward", {2 * scores * kFp32, scores * kFp32}},
       {"router.scores_float.backward", aten_convert(scores, kFp32, s.e)},
   });
@@ -72,7 +80,7 @@ NamedKernels eager_moe_permute_kernels(const EagerMoeShape& s, bool backward) {
 
 NamedKernels eager_moe_unpermute_kernels(const EagerMoeShape& s, bool backward) {
   const double row = s.hidden * s.e, rows = s.computed, padded = s.padded();
-  if (!backward) return {{"ep.index_put", aten_strided(padded * (row + kIndex), padded * row, padded * s.hidden)}};
+  if (!backward) return {{"ep.index_put", row_index_put(padded, row, s.hidden)}};
   // out_unpermuted[:-1]'s gradient (zeros and a copy into the slice), then index_put_'s
   // gradient for the values: an index, a row gather.
   return {{"ep.slice.backward.zeros", zeros((rows + 1) * s.hidden, s.e)},
@@ -89,7 +97,7 @@ NamedKernels eager_moe_combine_kernels(const EagerMoeShape& s, bool backward) {
         {"combine.scale", aten_strided(n * kFp32 + scores, n * kFp32, n)},
         {"combine.to_dtype", down},
         {"combine.clone", {s.tokens * row, s.tokens * row}},
-        {"combine.scatter_add", aten_strided(s.slots * (row + kIndex), s.slots * row, n)},
+        {"combine.scatter_add", row_scatter_add(s.slots, row, s.hidden)},
     });
   // scatter_add's gradient for the source: a gather (vectorized); the casts' and the
   // product's (the scores' summed over the hidden dim).

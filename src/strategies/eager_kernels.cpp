@@ -16,7 +16,8 @@ ElementwiseOp down_from_fp32(double n, double e) { return e == kFp32 ? Elementwi
 // expanded input, takes the legacy loop (`strided`); dtype conversions as aten_convert says.
 // Seen in a profile of torchtitan's layer: every `cast` and `strided` kernel ran at nearly the
 // same speed on an H100 and an H200, the vectorized ones 1.4x faster on the H200, as its HBM is.
-ElementwiseOp aten_strided(double read, double written, double elements) { return {read, written, elements, ElementLoop::strided}; }
+ElementwiseOp aten_kernel(ElementLoop loop, double read, double written, double elements) { return {read, written, elements, loop}; }
+ElementwiseOp aten_strided(double read, double written, double elements) { return aten_kernel(ElementLoop::strided, read, written, elements); }
 
 NamedKernels without_empty_kernels(NamedKernels k) {
   std::erase_if(k, [](const auto& named) { return named.second.bytes_read + named.second.bytes_written <= 0; });
@@ -70,12 +71,14 @@ NamedKernels repeat_kv_kernels(double kv_elems, double q_elems, double e, bool a
 
 NamedKernels mla_cat_kernels(double t, double heads, double qk, double r, double v, double e, bool backward) {
   const double joined = t * heads * qk;  // [T, heads, qk_head_dim]
-  if (!backward)
-    return {{"q", aten_strided(joined * e, joined * e, joined)}, {"k", aten_strided((t * heads * (qk - r) + t * r) * e, joined * e, joined)}};
+  const auto cat = [](double read, double written, double elements) { return aten_kernel(ElementLoop::cat, read, written, elements); };
+  if (!backward) return {{"q", cat(joined * e, joined * e, joined)}, {"k", cat((t * heads * (qk - r) + t * r) * e, joined * e, joined)}};
+  // The cats' gradients are narrowed views of the incoming gradient, so split's gradient cats
+  // views again.
   const double kv = t * heads * (qk - r + v);
-  return {{"q.split", aten_strided(joined * e, joined * e, joined)},
+  return {{"q.split", cat(joined * e, joined * e, joined)},
           {"k.rope_expand_sum", {t * heads * r * e, t * r * e}},
-          {"kv.split", aten_strided(kv * e, kv * e, kv)}};
+          {"kv.split", cat(kv * e, kv * e, kv)}};
 }
 
 NamedKernels aten_swiglu_kernels(double n, double e, bool backward) {

@@ -477,7 +477,7 @@ TEST_CASE("An elementwise row gives its traffic, and its elements where ATen's l
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "strided", "time_us": 1}])") ==
         "$.measurements[0].elements: missing: a strided loop is priced per element");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "unrolled", "elements": 2, "time_us": 1}])") ==
-        R"($.measurements[0].loop: unknown loop "unrolled" (vectorized, cast or strided))");
+        R"($.measurements[0].loop: unknown loop "unrolled" (vectorized, cast, strided, index, scatter or cat))");
   CHECK(error_of(R"([{"kind": "elementwise", "time_us": 1}])") ==
         "$.measurements[0]: moves no bytes: give bytes_read or bytes_written");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 1e16, "time_us": 1}])") == "$.measurements[0].bytes_read: larger than a petabyte");

@@ -111,3 +111,31 @@ TEST_CASE("ATen's unvectorized loops are bound by elements, not bytes: faster HB
   unrated.elementwise.cast_sm_elements_per_ps = unrated.elementwise.strided_sm_elements_per_ps = 0;
   CHECK(kernel_alone_us(cast, unrated) == Approx(vector_us).epsilon(1e-9));
 }
+
+TEST_CASE("ATen's index, scatter and cat kernels take time in proportion to their elements at their own rates", "[cost][elementwise]") {
+  const HardwareSpec& hw = h100();
+  const double n = 64 * kMiB, overhead_us = to_us(hw.elementwise.block_overhead);
+  for (ElementLoop loop : {ElementLoop::index, ElementLoop::scatter, ElementLoop::cat}) {
+    INFO(element_loop_name(loop));
+    const double rate = loop_sm_elements_per_ps(loop, hw.elementwise);
+    REQUIRE(rate > 0);
+    // bf16 rows moved by index: 2 bytes read and written an element, far below HBM's rate.
+    const ElementwiseOp op{2 * n, 2 * n, n, loop};
+    const double us = kernel_alone_us(op);
+    CHECK(us - overhead_us == Approx(n / (rate * hw.sm.count) / 1e6).epsilon(0.03));
+    // A staircase of one step: twice the elements, twice the time past the start-up.
+    CHECK(kernel_alone_us(ElementwiseOp{4 * n, 4 * n, 2 * n, loop}) - overhead_us == Approx(2 * (us - overhead_us)).epsilon(0.02));
+    // Bound by instructions: the same kernel streamed would be faster.
+    CHECK(us > 1.3 * kernel_alone_us(ElementwiseOp{2 * n, 2 * n}));
+    // parse and print agree
+    CHECK(parse_element_loop(element_loop_name(loop)) == loop);
+  }
+  // A hardware file without these rates prices them as the legacy strided loop.
+  HardwareSpec strided_only = hw;
+  strided_only.elementwise.index_sm_elements_per_ps = strided_only.elementwise.scatter_sm_elements_per_ps = 0;
+  strided_only.elementwise.cat_sm_elements_per_ps = 0;
+  for (ElementLoop loop : {ElementLoop::index, ElementLoop::scatter, ElementLoop::cat})
+    CHECK(loop_sm_elements_per_ps(loop, strided_only.elementwise) == hw.elementwise.strided_sm_elements_per_ps);
+  CHECK(loop_sm_elements_per_ps(ElementLoop::vectorized, hw.elementwise) == 0);
+  CHECK_FALSE(parse_element_loop("gather").has_value());
+}

@@ -94,6 +94,11 @@ TEST_CASE("an atomic scatter_add of the slot rows takes longer than the vectoriz
   const ElementwiseOp put = kernel(eager_moe_unpermute_kernels(s, false), "ep.index_put");
   const ElementwiseOp index = kernel(eager_moe_permute_kernels(s, false), "ep.index");
   CHECK(alone({{"index_put", put}}, hw) > alone({{"index", index}}, hw));
+  // Each in its own ATen kernel's loop.
+  CHECK(scatter.loop == ElementLoop::scatter);
+  CHECK(kernel(eager_moe_combine_kernels(s, false), "combine.scatter_add").loop == ElementLoop::scatter);
+  CHECK(put.loop == ElementLoop::index);
+  CHECK(index.loop == ElementLoop::vectorized);
 }
 
 TEST_CASE("the expert-order padding adds at most 8 rows per local expert", "[step][moe][eager]") {

@@ -215,8 +215,9 @@ TEST_CASE("eager MLA's cats write every head's whole query and key, and backward
   CHECK(written == Approx(2 * t * heads * qk * e));
   // The key reads its shared rotary part once, not once per head.
   CHECK(f[1].second.bytes_read == Approx((t * heads * (qk - rope) + t * rope) * e));
-  // Per element, offsets computed: the legacy loop.
-  for (const auto& [name, op] : f) CHECK(op.loop == ElementLoop::strided);
+  // Per element, offsets computed: ATen's general cat kernel, forward and backward.
+  for (const auto& [name, op] : f) CHECK(op.loop == ElementLoop::cat);
+  CHECK(b[0].second.loop == ElementLoop::cat);
   // Backward also sums the expanded rotary key over the heads, and joins the keys' and values' gradients.
   CHECK(moved(b) > moved(f));
 }

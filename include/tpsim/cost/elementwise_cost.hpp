@@ -15,8 +15,13 @@ namespace tpsim {
 // gpu_kernel_impl): `vectorized` (contiguous, one dtype: 16-byte vector loads, bound by HBM),
 // `cast` (contiguous but converting dtypes: the unrolled loop loads and stores each element
 // through a runtime dtype switch), `strided` (a broadcast or permuted operand: the legacy loop
-// computes each element's offsets). The last two are bound by instructions per element.
-enum class ElementLoop { vectorized, cast, strided };
+// computes each element's offsets). Three more of ATen's kernels compute an offset per element
+// in their own loops: `index` (IndexKernel.cu's index_elementwise_kernel: index_put_, and an
+// index where the vectorized row gather does not apply), `scatter` (ScatterGatherKernel.cu's
+// _scatter_gather_elementwise_kernel: scatter_add_ and scatter, an atomic add per element for
+// the former) and `cat` (Shape.cu's CatArrayBatchedCopy over inputs that are not contiguous:
+// split views). All but `vectorized` are bound by instructions per element.
+enum class ElementLoop { vectorized, cast, strided, index, scatter, cat };
 std::string_view element_loop_name(ElementLoop l);
 std::optional<ElementLoop> parse_element_loop(std::string_view s);
 
@@ -29,6 +34,8 @@ struct ElementwisePlan {
 // least one and at most elementwise.blocks_per_sm on every SM, `bytes_moved` spread evenly.
 ElementwisePlan grid_stride_plan(double blocks_wanted, double bytes_moved, const HardwareSpec& hw);
 ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw);
+// Elements one SM puts through `loop` per ps; 0: streams (vectorized, or a loop with no rate).
+double loop_sm_elements_per_ps(ElementLoop loop, const ElementwiseSpec& ew);
 // One block's work. An ATen `cast` or `strided` loop over `elements` (the output's) also caps
 // its SM's rate at what its instructions per element allow (elementwise.*_sm_elements_per_ps).
 BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, ElementLoop loop = ElementLoop::vectorized,

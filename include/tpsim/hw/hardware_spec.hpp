@@ -202,10 +202,12 @@ struct ElementwiseSpec {
   // trip before bytes flow (behind the dirty lines earlier kernels left in L2), the last stores'
   // drain; its floor: a tiny copy still takes it.
   Tick block_overhead = 0;
-  // Elements one SM puts through ATen's unvectorized loops per ps (ElementLoop cast and
-  // strided): their instructions per element bound them below HBM's rate; 0: not modelled
-  // (such kernels stream at the vectorized rate).
+  // Elements one SM puts through ATen's unvectorized loops per ps (ElementLoop cast, strided,
+  // index, scatter, cat): their instructions per element bound them below HBM's rate; 0: not
+  // modelled (index, scatter and cat then take the strided rate; a kernel with no rate at all
+  // streams at the vectorized rate).
   double cast_sm_elements_per_ps = 0, strided_sm_elements_per_ps = 0;
+  double index_sm_elements_per_ps = 0, scatter_sm_elements_per_ps = 0, cat_sm_elements_per_ps = 0;
 };
 
 // The kernels that may end a decomposed reduce-scatter (a software choice: see

@@ -13,11 +13,12 @@
 //     DeepSeek-V3's args say), .to(bf16), then out.scatter_add(0, index, routed_output).
 // Loops, from PyTorch's CUDA kernels of that autumn: gather with an expanded index copies
 // whole rows with vectorized loads (pytorch PR 151490, IndexKernelUtils.cu
-// vectorized_gather_kernel), and single-tensor indexing is taken to do the same (that PR
-// announced it; the commit that moved `index` was not found); index_put_ (gpu_index_kernel) and
-// scatter_add (_scatter_gather_elementwise_kernel, an atomicAdd per element; its vectorized
-// path, pytorch PR 182675, came in 2026) compute every element's offset in ATen's legacy loop
-// (ElementLoop::strided); the up-cast runs the cast loop; a broadcast product the legacy loop.
+// vectorized_gather_kernel), and single-tensor indexing does the same (assumed from that PR;
+// a profile of PyTorch 2.11 on an H100 shows x[perm] in vectorized_gather_kernel);
+// index_put_ (gpu_index_kernel) and scatter_add (_scatter_gather_elementwise_kernel, an
+// atomicAdd per element; its vectorized path, pytorch PR 182675, came in 2026) compute every
+// element's offset in their own loops (ElementLoop index and scatter); the up-cast runs the
+// cast loop; a broadcast product the legacy loop.
 #include "tpsim/strategies/eager_kernels.hpp"
 
 namespace tpsim {

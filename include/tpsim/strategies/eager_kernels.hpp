@@ -24,7 +24,9 @@ namespace tpsim {
 
 using NamedKernels = std::vector<std::pair<std::string, ElementwiseOp>>;
 
-// A kernel in ATen's legacy (strided) loop: bound by instructions per output element.
+// A kernel in one of ATen's loops that is bound by instructions per output element.
+ElementwiseOp aten_kernel(ElementLoop loop, double read, double written, double elements);
+// ATen's legacy (strided) loop: aten_kernel(ElementLoop::strided, ...).
 ElementwiseOp aten_strided(double read, double written, double elements);
 // Drops the kernels that move nothing (x.float() of an fp32 tensor is no kernel).
 NamedKernels without_empty_kernels(NamedKernels k);
