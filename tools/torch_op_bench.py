@@ -31,14 +31,14 @@ def parse_args():
     p.add_argument("--kineto", help="also write a Kineto trace (record_shapes) of a few GEMMs here")
     p.add_argument("--parts", default="gemm,reduction,copy,attention",
                    help="comma-separated parts to run (default: gemm,reduction,copy,attention; also: indexing, the "
-                        "row gathers, index_put_, scatter_add and cats of eager torchtitan's MoE and MLA)")
+                        "row gathers, index_put_, scatter_add and cats of eager torchtitan's MoE and MLA; grouped, torch._grouped_mm of its experts beside torch.bmm)")
     p.add_argument("--attention-backend", choices=("flash", "cudnn"), default="flash",
                    help="SDPA backend the attention rows force: flash (PyTorch's FlashAttention-2, rows \"flash2\") or "
                         "cudnn (cuDNN's fused attention, the default on Hopper in recent PyTorch; rows \"cudnn\")")
     p.add_argument("--long-attention", action="store_true",
                    help="also causal attention at 32k-128k tokens (batch 1, 32 heads over 8): the shapes of context parallelism")
     args = p.parse_args()
-    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention", "indexing"}
+    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention", "indexing", "grouped"}
     if unknown:
         p.error(f"--parts: unknown part(s) {', '.join(sorted(unknown))}")
     return args
@@ -337,6 +337,47 @@ def indexing_shape_rows(b, torch, quick, tokens, hidden):
     del x, routed, gathered, summed, permuted, routed32, q
 
 
+def grouped_rows(b, torch, quick):
+    """torch._grouped_mm as eager torchtitan's MoE runs its experts (0cfbd0b models/moe.py
+    _run_experts_grouped_mm: x @ w.transpose(-2, -1) per expert, the experts' rows back to back,
+    `offs` their ends), forward and the two gradients autograd asks for (derivatives.yaml:
+    _grouped_mm_mat1_backward, _grouped_mm_mat2_backward), each beside torch.bmm of the same
+    shapes (what tpsim prices a grouped GEMM as). Rows are `gemm` rows with a batch: the experts.
+    Shapes: DeepSeek-V3 16B's experts on one of 8 EP ranks (8 experts, dim 2,048, hidden 1,408) at
+    three loads, and DeepSeek-V3 671B's (32 experts, 7,168 by 2,048)."""
+    dev, bf16 = "cuda", torch.bfloat16
+    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
+           "balanced experts, random normal data, L2 overwritten before each call, CUPTI kernel time")
+    cases = [(8, rows, 2048, 1408) for rows in (1536, 6144, 12288)] + [(32, 2048, 7168, 2048)]
+    if quick:
+        cases = cases[:1]
+    for experts, rows, dim, hidden in cases:
+        offs = torch.arange(rows, rows * experts + 1, rows, device=dev, dtype=torch.int32)
+        for name, k, n in (("w1", dim, hidden), ("w2", hidden, dim)):
+            x = torch.randn(rows * experts, k, device=dev, dtype=bf16)
+            w = torch.randn(experts, n, k, device=dev, dtype=bf16)  # nn.Parameter [E, out, in]
+            g = torch.randn(rows * experts, n, device=dev, dtype=bf16)
+            xb, gb = x.view(experts, rows, k), g.view(experts, rows, n)
+            runs = [
+                ("forward", (rows, n, k), "torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)",
+                 lambda x=x, w=w: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs),
+                 lambda xb=xb, w=w: torch.bmm(xb, w.transpose(-2, -1))),
+                ("input gradient", (rows, k, n), "torch._grouped_mm(grad, w, offs=offs)",
+                 lambda g=g, w=w: torch._grouped_mm(g, w, offs=offs),
+                 lambda gb=gb, w=w: torch.bmm(gb, w)),
+                ("weight gradient", (n, k, rows), "torch._grouped_mm(grad.t(), x, offs=offs)",
+                 lambda g=g, x=x: torch._grouped_mm(g.t(), x, offs=offs),
+                 lambda gb=gb, xb=xb: torch.bmm(gb.transpose(-2, -1), xb)),
+            ]
+            for what, (m, nn, kk), op, grouped, batched in runs:
+                for impl, fn, opname in (("grouped", grouped, op), ("bmm", batched, "torch.bmm of the same shapes")):
+                    row = {"kind": "gemm", "name": f"{impl} {name} {what} {experts} x {m}x{nn}x{kk} bf16",
+                           "m": m, "n": nn, "k": kk, "batch": experts, "dtype": "bf16", "source": src.format(op=opname)}
+                    b.add(row, b.flushed(fn), keep=not_flush)
+            del x, w, g, xb, gb
+        torch.cuda.empty_cache()
+
+
 def attention_rows(b, torch, quick):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
@@ -525,7 +566,7 @@ def main():
         write_measurements(args.output, args.hardware, description, b.rows)
 
     parts = {"gemm": gemm_rows, "reduction": reduction_rows, "copy": copy_rows, "attention": attention_rows,
-             "indexing": indexing_rows}
+             "indexing": indexing_rows, "grouped": grouped_rows}
     for part in (parts[name] for name in parts if name in args.parts.split(",")):
         print(f"{part.__name__} ({time.time() - t0:.0f} s)", flush=True)
         part(b, torch, args.quick)

@@ -86,7 +86,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
   if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
   if (names_kernel(k)) keys.push_back("kernel");
-  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch"});
+  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::reduction)
     keys.push_back("gbps");
@@ -279,6 +279,9 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
   if (has_gemm(m.kind)) {
     m.gemm = GemmProblem{dim(r, "m"), dim(r, "n"), dim(r, "k"), parse_dtype_at(r)};
     if (r.has("batch")) m.gemm.batch = dim(r, "batch");
+    // torch._grouped_mm's groups: the batch runs in PyTorch's grouped kernel.
+    m.gemm.grouped = r.optional_bool("grouped").value_or(false);
+    if (m.gemm.grouped && m.gemm.batch < 2) fail_at(r.child_path("grouped"), "a grouped GEMM needs a \"batch\" of at least 2 groups");
     check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path, m.gemm.batch);
   }
   if (has_bytes(m.kind)) {
@@ -390,6 +393,7 @@ Json measurement_json(const Measurement& m) {
     j["k"] = m.gemm.k;
     j["dtype"] = std::string(dtype_name(m.gemm.dtype));
     if (m.gemm.batch > 1) j["batch"] = m.gemm.batch;
+    if (m.gemm.grouped) j["grouped"] = true;
     if (!m.kernel.empty()) j["kernel"] = m.kernel;
   }
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;

@@ -270,7 +270,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (peak.has(std::string(dtype_name(d))))
       hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
 
-  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth"});
+  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth", "grouped"});
   const Json& tiles = gemm.array("tiles");
   if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
   for (std::size_t i = 0; i < tiles.size(); ++i)
@@ -288,6 +288,15 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.gemm.l2_load_bytes_per_ps_per_sm = gq.get("l2_load_bandwidth", "bandwidth");
   hw.gemm.max_split_k = gq.count("max_split_k", 1024);
   hw.gemm.min_split_k_depth = gq.count("min_split_k_depth");
+  if (gemm.has("grouped")) {
+    const ObjectReader g = gemm.object("grouped", {"small_tile", "large_tile", "small_dimension"});
+    hw.gemm.grouped.small_tile = parse_tile(g.at("small_tile"), g.child_path("small_tile"));
+    hw.gemm.grouped.large_tile = parse_tile(g.at("large_tile"), g.child_path("large_tile"));
+    if (hw.gemm.grouped.small_tile.dtypes != hw.gemm.grouped.large_tile.dtypes)
+      fail_at(g.path(), "small_tile and large_tile must serve the same dtypes (one kernel family)");
+    const Quantities q(g);
+    hw.gemm.grouped.small_dimension = q.count("small_dimension");
+  }
 
   const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth", "capacity", "framework_reserved"});
   const Quantities mq(mem);

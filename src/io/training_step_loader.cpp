@@ -222,7 +222,7 @@ Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, const TrainingStepSpec&
 
 // DeepEP's node forwarding, node-limited routing and fp8 dispatch (DeepSeek-V3's all-to-alls).
 void parse_moe_all_to_all(const ObjectReader& w, TrainingStepSpec& t) {
-  for (const char* key : {"moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype"})
+  for (const char* key : {"moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "expert_gemm"})
     if (w.has(key) && !t.model.is_moe()) fail_at(w.child_path(key), fmt::format("{} has no experts", t.model.name));
   t.moe_node_forwarding = parse_choice(w, "moe_all_to_all", false, {{"nccl", false}, {"deepep", true}});
   if (w.has("moe_node_limit")) {
@@ -234,6 +234,7 @@ void parse_moe_all_to_all(const ObjectReader& w, TrainingStepSpec& t) {
     t.moe_node_limit = static_cast<int>(m);
   }
   t.moe_fp8_dispatch = parse_choice(w, "moe_dispatch_dtype", false, {{"activation", false}, {"fp8", true}});
+  t.grouped_expert_gemm = parse_choice(w, "expert_gemm", false, {{"batched", false}, {"grouped_mm", true}});
   if (t.moe_fp8_dispatch && t.linear_dtype != Dtype::fp8)
     fail_at(w.child_path("moe_dispatch_dtype"), "\"fp8\" sends the inputs of fp8 expert GEMMs: it needs \"linear_dtype\": \"fp8\"");
 }
@@ -257,7 +258,7 @@ void check_zero_bubble(const TrainingStepSpec& t, const ObjectReader& w) {
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "elementwise", "norm", "cross_entropy", "optimizer", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
-          "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
+          "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "expert_gemm", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
           "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input"};
 }
 

@@ -51,17 +51,17 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
     if (!backward) {
       if (!arrives_fp8) cast_op(name + ".cast_input", in, passes);
       cast_op(name + ".cast_weight", weight, passes);
-      ops.push_back({name + tag, GemmOp{{g.rows, n, k, g.linear, g.batch}}});
+      ops.push_back({name + tag, GemmOp{{g.rows, n, k, g.linear, g.batch, g.grouped}}});
       return;
     }
     if (!arrives_fp8) cast_op(name + ".backward.cast_grad_output", out, passes);
     cast_op(name + ".backward.cast_weight_transposed", weight, 2);
-    ops.push_back({name + ".backward_input" + tag, GemmOp{{g.rows, k, n, g.linear, g.batch}}});
+    ops.push_back({name + ".backward_input" + tag, GemmOp{{g.rows, k, n, g.linear, g.batch, g.grouped}}});
     column_major(name + ".backward.grad_output_column_major", out);
     cast_op(name + ".backward.cast_grad_output_columns", out, 2);
     column_major(name + ".backward.input_column_major", in);
     cast_op(name + ".backward.cast_input_columns", in, 2);
-    ops.push_back({name + ".backward_weight" + tag, GemmOp{{k, n, g.rows, g.linear, g.batch}}});
+    ops.push_back({name + ".backward_weight" + tag, GemmOp{{k, n, g.rows, g.linear, g.batch, g.grouped}}});
   };
   // The activation between them: eager SwiGLU's silu and mul kernels, or one fused pass.
   const auto activation = [&](const std::string& name) {
@@ -73,14 +73,25 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
       ops.push_back({name + tag, ElementwiseOp{act_in + act_in / static_cast<double>(g.up), act_in}});
     }
   };
+  // torchtitan's experts (_run_experts_grouped_mm) multiply by w1 and w3 apart, a grouped
+  // GEMM each, so backward sums their two input gradients (autograd's accumulation); a
+  // batched kernel takes the gate and up projections as one GEMM of twice the width.
+  const bool apart = g.grouped && g.up == 2;
+  const auto up = [&](bool arrives_fp8) {
+    if (!apart) return gemm("experts.up", g.hidden, g.up * g.ffn, arrives_fp8);
+    gemm("experts.up.w1", g.hidden, g.ffn, arrives_fp8);
+    gemm("experts.up.w3", g.hidden, g.ffn, arrives_fp8);
+    const double x = rows * static_cast<double>(g.hidden) * e;
+    if (backward) ops.push_back({"experts.up.input_grad_sum" + tag, ElementwiseOp{2 * x, x}});
+  };
   if (!backward) {
-    gemm("experts.up", g.hidden, g.up * g.ffn, g.fp8_dispatch);
+    up(g.fp8_dispatch);
     activation("experts.activation");
     gemm("experts.down", g.ffn, g.hidden, false);
   } else {
     gemm("experts.down", g.ffn, g.hidden, g.fp8_dispatch);
     activation("experts.activation.backward");
-    gemm("experts.up", g.hidden, g.up * g.ffn, false);
+    up(false);
   }
   return ops;
 }
@@ -168,7 +179,7 @@ std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const Tra
   };
   wrapper(backward ? eager_moe_unpermute_kernels(shape, true) : eager_moe_permute_kernels(shape, false));
   for (const auto& [n, batch] : batches)
-    for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch, t.aten_elementwise},
+    for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch, t.aten_elementwise, t.grouped_expert_gemm},
                                      backward, batches.size() == 1 ? "" : fmt::format(".rows{}", n)))
       ops.push_back(std::move(op));
   wrapper(backward ? eager_moe_permute_kernels(shape, true) : eager_moe_unpermute_kernels(shape, false));

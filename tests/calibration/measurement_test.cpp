@@ -95,6 +95,13 @@ TEST_CASE("A batched GEMM row counts every product's FLOPs and keeps its batch t
   CHECK(ms[0].name == "gemm 256x512x1024 bf16 batch 4");
   CHECK(measurement_json(ms[0])["batch"] == 4);
   CHECK(!measurement_json(parse(R"([{"kind": "gemm", "m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1}])")[0]).contains("batch"));
+  // torch._grouped_mm's groups: kept through a round trip, and only with groups to run.
+  const auto grouped = parse(R"([{"kind": "gemm", "m": 256, "n": 512, "k": 1024, "batch": 4, "grouped": true, "dtype": "bf16", "time_us": 9}])");
+  CHECK(grouped[0].gemm.grouped);
+  CHECK(measurement_json(grouped[0])["grouped"] == true);
+  CHECK(!measurement_json(ms[0]).contains("grouped"));
+  CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "grouped": true, "dtype": "bf16", "time_us": 1}])") ==
+        R"($.measurements[0].grouped: a grouped GEMM needs a "batch" of at least 2 groups)");
 }
 
 TEST_CASE("A row timed by CUDA events holds the launch gap after its start event, a kernel-timed one does not", "[measurement]") {

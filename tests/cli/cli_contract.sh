@@ -67,6 +67,8 @@ check "ep not dividing the experts" 2 '$.workload.mesh.ep: 8 experts do not divi
 check "negative skew" 2 '$.workload.expert_load_skew: must be a number >= 0, got -1' "$(moe_step 4 ', "expert_load_skew": -1')"
 check "norm without eager kernels" 2 '$.workload.norm: says how eager PyTorch runs the norms' "$(moe_step 4 ', "norm": "fused"')"
 check "eager MoE with fused norms runs" 0 '' "$(moe_step 4 ', "elementwise": "aten", "norm": "fused"')"
+check "unknown expert_gemm" 2 '$.workload.expert_gemm: unknown value "grouped"' "$(moe_step 4 ', "expert_gemm": "grouped"')"
+check "grouped_mm experts run" 0 '' "$(moe_step 4 ', "expert_gemm": "grouped_mm"')"
 moe_step 4 ', "expert_load_skew": 1' > "$work/moe.json"
 if "$tpsim" run "$work/moe.json" --json - 2> /dev/null | python3 -c '
 import json, sys

@@ -186,3 +186,32 @@ TEST_CASE("A thin GEMM is bound by reading its weight: flat in M up to 128 rows,
   CHECK(t128 < 1.1 * t1);       // 128x the FLOPs, the same bytes
   CHECK(t128 < 1.25 * floor_us);  // and close to the read itself
 }
+
+TEST_CASE("PyTorch's grouped GEMM runs the tile its dispatch fixes, so it never beats the heuristic's batched GEMM", "[cost][gemm]") {
+  const HardwareSpec& hw = h100();
+  REQUIRE(hw.gemm.grouped.present());
+  // DeepSeek-V3 16B's experts on one of 8 EP ranks: 8 groups of 12,288 rows, w1's 1,408 columns.
+  GemmProblem p{12288, 1408, 2048, Dtype::bf16, 8, true};
+  const GemmPlan grouped = plan_gemm(p, hw);
+  CHECK(grouped.tile.m == 128);
+  CHECK(grouped.tile.n == 256);
+  CHECK(grouped.split_k == 1);
+  // 1,408 columns take 6 tiles of 256, as 1,536 do: the same blocks, the same time.
+  CHECK(grouped.tiles == 8 * (12288 / 128) * 6);
+  const double t1408 = kernel_alone_us(GemmOp{p}, hw);
+  CHECK(kernel_alone_us(GemmOp{{12288, 1536, 2048, Dtype::bf16, 8, true}}, hw) == Approx(t1408).epsilon(1e-6));
+  // The heuristic may pick any tile, this one included: the batched GEMM is never slower.
+  GemmProblem batched = p;
+  batched.grouped = false;
+  CHECK(kernel_alone_us(GemmOp{batched}, hw) <= t1408 * 1.0001);
+  // Groups of at most 128 rows (or columns) take the small ping-pong tile.
+  const GemmPlan small = plan_gemm({96, 1408, 2048, Dtype::bf16, 8, true}, hw);
+  CHECK(small.tile.m == hw.gemm.grouped.small_tile.m);
+  CHECK(small.tile.k == hw.gemm.grouped.small_tile.k);
+  // The grouped kernel is bf16's: fp8 experts, and hardware without the kernel, plan as batched.
+  const GemmPlan fp8 = plan_gemm({12288, 1408, 2048, Dtype::fp8, 8, true}, hw);
+  CHECK(fp8.blocks == plan_gemm({12288, 1408, 2048, Dtype::fp8, 8}, hw).blocks);
+  HardwareSpec without = hw;
+  without.gemm.grouped = {};
+  CHECK(kernel_alone_us(GemmOp{p}, without) == Approx(kernel_alone_us(GemmOp{batched}, hw)).epsilon(1e-9));
+}

@@ -276,3 +276,36 @@ TEST_CASE("fp8 experts: faster GEMMs, and casts that cost twice the reads when e
   CHECK(fp8_eager.forward > fp8.forward);
   CHECK(fp8_eager.backward > fp8.backward);
 }
+
+TEST_CASE("torchtitan's grouped experts multiply by w1 and w3 apart and sum their input gradients: the same FLOPs", "[step][ep]") {
+  ExpertGroup fused{1024, 8, 2048, 1408, 2, Dtype::bf16, Dtype::bf16};
+  ExpertGroup apart = fused;
+  apart.grouped = true;
+  const auto flops = [](const ExpertGroup& g, bool backward) {
+    double f = 0;
+    int gemms = 0;
+    for (const auto& [name, op] : expert_group_ops(g, backward, ""))
+      if (const auto* gemm = std::get_if<GemmOp>(&op)) {
+        f += gemm->problem.flops(), ++gemms;
+        CHECK(gemm->problem.grouped == g.grouped);
+      }
+    return std::pair{f, gemms};
+  };
+  for (bool backward : {false, true}) {
+    const auto [f_fused, n_fused] = flops(fused, backward);
+    const auto [f_apart, n_apart] = flops(apart, backward);
+    CHECK(f_apart == Approx(f_fused));
+    CHECK(n_apart == n_fused + (backward ? 2 : 1));
+  }
+  // Backward adds the two input gradients of x: one pass reading two, writing one.
+  double sum_read = 0;
+  for (const auto& [name, op] : expert_group_ops(apart, true, ""))
+    if (name == "experts.up.input_grad_sum") sum_read = std::get<ElementwiseOp>(op).bytes_read;
+  CHECK(sum_read == Approx(2.0 * 1024 * 8 * 2048 * 2));
+  for (const auto& [name, op] : expert_group_ops(fused, true, "")) CHECK(name != "experts.up.input_grad_sum");
+  // The key needs experts.
+  const std::string dense = R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 1, "mesh": {"tp": 8},
+                   "expert_gemm": "grouped_mm"}})";
+  CHECK(test::scenario_error(dense).find("$.workload.expert_gemm: llama3_8b has no experts") != std::string::npos);
+}

@@ -17,6 +17,9 @@ struct GemmProblem {
   std::int64_t m = 0, n = 0, k = 0;
   Dtype dtype = Dtype::bf16;
   std::int64_t batch = 1;
+  // The batch is torch._grouped_mm's groups (MoE experts back to back), run by PyTorch's
+  // grouped kernel (GemmSpec::grouped), not a batched cuBLAS GEMM.
+  bool grouped = false;
   double flops() const {
     return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }
@@ -52,7 +55,8 @@ Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_bl
 
 // Picks tile and split-K the way a vendor heuristic does: the candidate with the
 // least estimated time on the whole GPU (it cannot know about SMs another kernel
-// will hold). Ties go to the earlier candidate, then to fewer splits.
+// will hold). Ties go to the earlier candidate, then to fewer splits. A grouped problem
+// takes the grouped kernel's fixed tile where the hardware describes one for its dtype.
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw);
 
 // The plan's own estimate of kernel time on `sms` free SMs (used for tile choice and reports).

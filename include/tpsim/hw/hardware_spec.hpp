@@ -32,6 +32,16 @@ struct GemmTile {
   bool serves(Dtype d) const { return (dtypes >> static_cast<int>(d)) & 1u; }
 };
 
+// PyTorch's grouped GEMM (torch._grouped_mm, bf16: a CUTLASS grouped kernel,
+// aten/src/ATen/native/cuda/GroupMM.cu): its tile is fixed by the groups' shape, not chosen
+// by a heuristic (small_tile where a group has at most `small_dimension` rows or columns,
+// otherwise large_tile), no split-K, every group's tiles in one persistent grid.
+struct GroupedGemmSpec {
+  GemmTile small_tile, large_tile;
+  std::int64_t small_dimension = 0;
+  bool present() const { return large_tile.m > 0; }
+};
+
 struct GemmSpec {
   std::vector<GemmTile> tiles;  // candidate set, in the order the heuristic prefers on ties; each dtype has at least one
   BlockResources block;
@@ -42,6 +52,7 @@ struct GemmSpec {
   double l2_load_bytes_per_ps_per_sm = 0;
   int max_split_k = 1;
   long long min_split_k_depth = 0;  // smallest K slice a split may get
+  GroupedGemmSpec grouped;          // absent: grouped GEMMs are planned as batched ones
 };
 
 struct MemorySpec {

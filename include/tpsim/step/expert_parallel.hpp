@@ -72,6 +72,7 @@ struct ExpertGroup {
   bool compile = false;
   bool fp8_dispatch = false;
   bool aten = false;  // eager: the activation as ATen's silu and mul kernels
+  bool grouped = false;  // torch._grouped_mm (PyTorch's grouped kernel), not a batched GEMM
 };
 std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag);
 

@@ -149,6 +149,9 @@ struct TrainingStepSpec {
   // channels, cast before they leave (the experts' fp8 GEMMs take them as they come); the
   // combines stay in the activation dtype. With fp8 linears only.
   bool moe_fp8_dispatch = false;
+  // The experts' GEMMs as one torch._grouped_mm each (torchtitan's MoE: PyTorch's grouped
+  // kernel, GemmSpec::grouped) rather than a batched cuBLAS GEMM (`"expert_gemm"`).
+  bool grouped_expert_gemm = false;
   bool cp_method_ignored = false;         // cp_method given without context parallelism
 
   std::int64_t microbatch_sequences() const { return local_batch / microbatches; }
