@@ -40,29 +40,31 @@ def layer_sequences(c):
     strided = r"^void at::native::elementwise_kernel<128"
     vec = r"vectorized_elementwise_kernel"
 
-    def ew(name, read, written, elements=None, loop="vectorized"):
+    def ew(name, read, written, elements=None, loop="vectorized", operands=None):
         row = {"kind": "elementwise", "name": name, "bytes_read": read, "bytes_written": written}
         if loop != "vectorized":
             row |= {"elements": elements, "loop": loop}
+        if operands:  # the legacy strided loop: the output and its strided inputs
+            row["operands"] = operands
         return row
 
     def norm(p):
         return [(cast, ew(f"{p}.float (bf16 -> fp32)", bf * n, f32 * n, n, "cast")),
                 (vec + r".*pow_tensor", ew(f"{p}.pow", f32 * n, f32 * n)),
                 (r"reduce_kernel.*MeanOps", None), (r"CUDAFunctorOnSelf_add", None), (r"rsqrt_kernel", None),
-                (strided, ew(f"{p}.mul_rsqrt (broadcast)", f32 * n, f32 * n, n, "strided")),
+                (strided, ew(f"{p}.mul_rsqrt (broadcast)", f32 * n, f32 * n, n, "strided", 3)),
                 (r"bfloat16_copy_kernel", ew(f"{p}.type_as (fp32 -> bf16)", f32 * n, bf * n)),
-                (strided, ew(f"{p}.mul_weight (broadcast)", bf * n, bf * n, n, "strided"))]
+                (strided, ew(f"{p}.mul_weight (broadcast)", bf * n, bf * n, n, "strided", 3))]
 
     def norm_backward(p):
         return [(vec + r".*BinaryFunctor<c10::BFloat16", ew(f"{p}.backward.grad_weight product", 2 * bf * n, bf * n)),
-                (strided, ew(f"{p}.backward.grad_input (broadcast weight)", bf * n, bf * n, n, "strided")),
+                (strided, ew(f"{p}.backward.grad_input (broadcast weight)", bf * n, bf * n, n, "strided", 3)),
                 (r"reduce_kernel", None),
                 (cast, ew(f"{p}.backward.type_as grad (bf16 -> fp32)", bf * n, f32 * n, n, "cast")),
                 (vec + r".*BinaryFunctor<float", ew(f"{p}.backward.grad_rsqrt product", 2 * f32 * n, f32 * n)),
-                (strided, ew(f"{p}.backward.grad_x (broadcast rsqrt)", f32 * n, f32 * n, n, "strided")),
+                (strided, ew(f"{p}.backward.grad_x (broadcast rsqrt)", f32 * n, f32 * n, n, "strided", 3)),
                 (r"reduce_kernel", None), (vec, None), (vec, None), (vec, None),
-                (strided, ew(f"{p}.backward.mean grad (expand)", f32 * t, f32 * n, n, "strided")),
+                (strided, ew(f"{p}.backward.mean grad (expand)", f32 * t, f32 * n, n, "strided", 2)),
                 (vec + r".*AUnaryFunctor<float", ew(f"{p}.backward.pow times exponent", f32 * n, f32 * n)),
                 (vec + r".*BinaryFunctor<float", ew(f"{p}.backward.pow grad", 2 * f32 * n, f32 * n)),
                 (vec + r".*CUDAFunctor_add<float", ew(f"{p}.backward.sum of paths", 2 * f32 * n, f32 * n)),
@@ -72,12 +74,12 @@ def layer_sequences(c):
     forward = norm("attention_norm") + [
         (cast, ew("rope.q float (bf16 -> fp32)", bf * n, f32 * n, n, "cast")),
         (cast, ew("rope.k float (bf16 -> fp32)", bf * nk, f32 * nk, nk, "cast")),
-        (strided, ew("rope.q complex product (broadcast table)", f32 * n, f32 * n, n // 2, "strided")),
+        (strided, ew("rope.q complex product (broadcast table)", f32 * n, f32 * n, n // 2, "strided", 3)),
         (r"bfloat16_copy_kernel", ew("rope.q type_as (fp32 -> bf16)", f32 * n, bf * n)),
-        (strided, ew("rope.k complex product (broadcast table)", f32 * nk, f32 * nk, nk // 2, "strided")),
+        (strided, ew("rope.k complex product (broadcast table)", f32 * nk, f32 * nk, nk // 2, "strided", 3)),
         (r"bfloat16_copy_kernel", ew("rope.k type_as (fp32 -> bf16)", f32 * nk, bf * nk)),
-        (strided, ew("repeat_kv.k (expand copy)", bf * nk, bf * n, n, "strided")),
-        (strided, ew("repeat_kv.v (expand copy)", bf * nk, bf * n, n, "strided")),
+        (strided, ew("repeat_kv.k (expand copy)", bf * nk, bf * n, n, "strided", 2)),
+        (strided, ew("repeat_kv.v (expand copy)", bf * nk, bf * n, n, "strided", 2)),
         (vec + r".*CUDAFunctor_add", ew("attention residual add", 2 * bf * n, bf * n)),
     ] + norm("ffn_norm") + [
         (vec + r".*silu_kernel", ew("ffn.silu", bf * nf, bf * nf)),
@@ -96,9 +98,9 @@ def layer_sequences(c):
         (r"reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16",
          {"kind": "reduction", "name": "repeat_kv.backward.v (sum over repeats)", "partials": rep, "bytes": bf * nk, "reduction": "aten_sum"}),
         (cast, ew("rope.backward.k type_as grad (bf16 -> fp32)", bf * nk, f32 * nk, nk, "cast")),
-        (strided, ew("rope.backward.k complex product", f32 * nk, f32 * nk, nk // 2, "strided")),
+        (strided, ew("rope.backward.k complex product", f32 * nk, f32 * nk, nk // 2, "strided", 3)),
         (cast, ew("rope.backward.q type_as grad (bf16 -> fp32)", bf * n, f32 * n, n, "cast")),
-        (strided, ew("rope.backward.q complex product", f32 * n, f32 * n, n // 2, "strided")),
+        (strided, ew("rope.backward.q complex product", f32 * n, f32 * n, n // 2, "strided", 3)),
         (r"bfloat16_copy_kernel", ew("rope.backward.k float grad (fp32 -> bf16)", f32 * nk, bf * nk)),
         (r"bfloat16_copy_kernel", ew("rope.backward.q float grad (fp32 -> bf16)", f32 * n, bf * n)),
         (vec + r".*CUDAFunctor_add", ew("attention.backward.wk + wv input grads", 2 * bf * n, bf * n)),

@@ -31,14 +31,14 @@ def parse_args():
     p.add_argument("--kineto", help="also write a Kineto trace (record_shapes) of a few GEMMs here")
     p.add_argument("--parts", default="gemm,reduction,copy,attention",
                    help="comma-separated parts to run (default: gemm,reduction,copy,attention; also: indexing, the "
-                        "row gathers, index_put_, scatter_add and cats of eager torchtitan's MoE and MLA; grouped, torch._grouped_mm of its experts beside torch.bmm)")
+                        "row gathers, index_put_, scatter_add and cats of eager torchtitan's MoE and MLA; grouped, torch._grouped_mm of its experts beside torch.bmm; strided, ATen's legacy loop by operands)")
     p.add_argument("--attention-backend", choices=("flash", "cudnn"), default="flash",
                    help="SDPA backend the attention rows force: flash (PyTorch's FlashAttention-2, rows \"flash2\") or "
                         "cudnn (cuDNN's fused attention, the default on Hopper in recent PyTorch; rows \"cudnn\")")
     p.add_argument("--long-attention", action="store_true",
                    help="also causal attention at 32k-128k tokens (batch 1, 32 heads over 8): the shapes of context parallelism")
     args = p.parse_args()
-    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention", "indexing", "grouped"}
+    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention", "indexing", "grouped", "strided"}
     if unknown:
         p.error(f"--parts: unknown part(s) {', '.join(sorted(unknown))}")
     return args
@@ -337,6 +337,42 @@ def indexing_shape_rows(b, torch, quick, tokens, hidden):
     del x, routed, gathered, summed, permuted, routed32, q
 
 
+def strided_rows(b, torch, quick):
+    """ATen's legacy strided loop (elementwise_kernel<128, 4> for 2-byte outputs, <128, 2> for wider
+    ones) with 2, 3 and 4 operands (the output and the inputs whose offsets it computes per
+    element: an expanded copy, a product with a broadcast operand, addcmul with one), bf16 and
+    fp32, at two sizes: what tpsim's per-operand strided rate is checked on."""
+    dev = "cuda"
+    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
+           "L2 overwritten before each call, CUPTI kernel time")
+    sizes = ((8192, 4096), (2048, 4096)) if not quick else ((1024, 1024),)
+    for rows, width in sizes:
+        n = rows * width
+        for dtype, e in ((torch.bfloat16, 2), (torch.float32, 4)):
+            name = "bf16" if e == 2 else "fp32"
+            x = torch.randn(rows, width, device=dev, dtype=dtype)
+            y = torch.randn(rows, width, device=dev, dtype=dtype)
+            w = torch.randn(width, device=dev, dtype=dtype)
+            r = torch.randn(rows, 1, device=dev, dtype=dtype)
+            kv = torch.randn(rows // 4, 1, width, device=dev, dtype=dtype)
+            cases = [
+                ("expand copy of a row per 4", "kv.expand(-1, 4, -1).reshape(-1, width)",
+                 lambda kv=kv: kv.expand(-1, 4, -1).reshape(-1, width), n * e // 4, n * e, 2),
+                ("expand copy of a column", "r.expand(-1, width).contiguous()",
+                 lambda r=r: r.expand(-1, width).contiguous(), rows * e, n * e, 2),
+                ("product with a broadcast row", "x * w", lambda x=x, w=w: x * w, n * e + width * e, n * e, 3),
+                ("product with a broadcast column", "x * r", lambda x=x, r=r: x * r, n * e + rows * e, n * e, 3),
+                ("addcmul with a broadcast row", "torch.addcmul(x, y, w)", lambda x=x, y=y, w=w: torch.addcmul(x, y, w),
+                 2 * n * e + width * e, n * e, 4),
+            ]
+            for what, op, fn, read, written, operands in cases:
+                b.add({"kind": "elementwise", "name": f"{what} {name}, {rows} x {width}", "bytes_read": read,
+                       "bytes_written": written, "elements": n, "loop": "strided", "operands": operands,
+                       "source": src.format(op=op)}, b.flushed(fn), keep=not_flush)
+            del x, y, w, r, kv
+        torch.cuda.empty_cache()
+
+
 def grouped_rows(b, torch, quick):
     """torch._grouped_mm as eager torchtitan's MoE runs its experts (0cfbd0b models/moe.py
     _run_experts_grouped_mm: x @ w.transpose(-2, -1) per expert, the experts' rows back to back,
@@ -566,7 +602,7 @@ def main():
         write_measurements(args.output, args.hardware, description, b.rows)
 
     parts = {"gemm": gemm_rows, "reduction": reduction_rows, "copy": copy_rows, "attention": attention_rows,
-             "indexing": indexing_rows, "grouped": grouped_rows}
+             "indexing": indexing_rows, "grouped": grouped_rows, "strided": strided_rows}
     for part in (parts[name] for name in parts if name in args.parts.split(",")):
         print(f"{part.__name__} ({time.time() - t0:.0f} s)", flush=True)
         part(b, torch, args.quick)

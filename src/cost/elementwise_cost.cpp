@@ -40,30 +40,32 @@ ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw) {
   return grid_stride_plan(bytes_moved / (kVectorBytes * hw.elementwise.block.threads), bytes_moved, hw);
 }
 
-double loop_sm_elements_per_ps(ElementLoop loop, const ElementwiseSpec& ew) {
-  // The offset-per-element kernels fall back to the legacy loop's rate where unmeasured.
-  const auto or_strided = [&](double rate) { return rate > 0 ? rate : ew.strided_sm_elements_per_ps; };
-  switch (loop) {
+double loop_sm_elements_per_ps(const LoopWork& w, const ElementwiseSpec& ew) {
+  switch (w.loop) {
     case ElementLoop::vectorized: return 0.0;
     case ElementLoop::cast: return ew.cast_sm_elements_per_ps;
-    case ElementLoop::strided: return ew.strided_sm_elements_per_ps;
-    case ElementLoop::index: return or_strided(ew.index_sm_elements_per_ps);
-    case ElementLoop::scatter: return or_strided(ew.scatter_sm_elements_per_ps);
-    case ElementLoop::cat: return or_strided(ew.cat_sm_elements_per_ps);
+    case ElementLoop::strided: {
+      // CUDALoops.cuh launch_legacy_kernel: 4 elements a thread below 4-byte outputs, else 2.
+      const double rate = w.output_element_bytes >= 4 ? ew.strided_wide_sm_operands_per_ps : ew.strided_sm_operands_per_ps;
+      return rate / std::max(2, w.operands);  // at least the output and one input
+    }
+    case ElementLoop::index: return ew.index_sm_elements_per_ps;
+    case ElementLoop::scatter: return ew.scatter_sm_elements_per_ps;
+    case ElementLoop::cat: return ew.cat_sm_elements_per_ps;
   }
   return 0.0;
 }
 
-BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, ElementLoop loop, double elements) {
+BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, const LoopWork& w) {
   // No prologue: its start-up (elementwise.block_overhead) is dead time before bytes flow, not
   // a prologue other blocks' streaming hides, so the launch charges it as the kernel's ramp.
   double sm_bytes_per_ps = hw.memory.sm_max_bytes_per_ps;
   // An unvectorized loop's SM moves its bytes no faster than it gets through the elements.
-  const double sm_elements_per_ps = loop_sm_elements_per_ps(loop, hw.elementwise);
+  const double sm_elements_per_ps = loop_sm_elements_per_ps(w, hw.elementwise);
   // The SM's share of the elements goes with its share of the bytes (every block the same).
   const double blocks = static_cast<double>(plan.blocks);
-  if (sm_elements_per_ps > 0 && elements > 0 && plan.bytes_per_block > 0)
-    sm_bytes_per_ps = std::min(sm_bytes_per_ps, sm_elements_per_ps * plan.bytes_per_block * blocks / elements);
+  if (sm_elements_per_ps > 0 && w.elements > 0 && plan.bytes_per_block > 0)
+    sm_bytes_per_ps = std::min(sm_bytes_per_ps, sm_elements_per_ps * plan.bytes_per_block * blocks / w.elements);
   return BlockWork{.bytes = plan.bytes_per_block, .max_bytes_per_ps = sm_bytes_per_ps / hw.elementwise.blocks_per_sm};
 }
 

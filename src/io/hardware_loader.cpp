@@ -367,14 +367,17 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.barrier.block = {baq.count("threads"), baq.count("threads") * baq.count("registers_per_thread"), 0, 1};
 
   const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead",
-                                                     "cast_sm_rate", "strided_sm_rate", "index_sm_rate", "scatter_sm_rate", "cat_sm_rate"});
+                                                     "cast_sm_rate", "strided_operand_rate", "strided_wide_operand_rate", "index_sm_rate",
+                                                     "scatter_sm_rate", "cat_sm_rate"});
   const Quantities eq(ew);
   hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
   hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm", 1024);
   hw.elementwise.block_overhead = eq.time("block_overhead");
   // Optional: where absent, ATen's unvectorized loops stream like vectorized ones.
   if (ew.has("cast_sm_rate")) hw.elementwise.cast_sm_elements_per_ps = eq.get("cast_sm_rate", "throughput");
-  if (ew.has("strided_sm_rate")) hw.elementwise.strided_sm_elements_per_ps = eq.get("strided_sm_rate", "throughput");
+  if (ew.has("strided_operand_rate")) hw.elementwise.strided_sm_operands_per_ps = eq.get("strided_operand_rate", "throughput");
+  if (ew.has("strided_wide_operand_rate"))
+    hw.elementwise.strided_wide_sm_operands_per_ps = eq.get("strided_wide_operand_rate", "throughput");
   if (ew.has("index_sm_rate")) hw.elementwise.index_sm_elements_per_ps = eq.get("index_sm_rate", "throughput");
   if (ew.has("scatter_sm_rate")) hw.elementwise.scatter_sm_elements_per_ps = eq.get("scatter_sm_rate", "throughput");
   if (ew.has("cat_sm_rate")) hw.elementwise.cat_sm_elements_per_ps = eq.get("cat_sm_rate", "throughput");

@@ -37,7 +37,7 @@ NamedKernels eager_moe_route_kernels(const EagerMoeShape& s, bool backward) {
     NamedKernels k = {
         {"router.scores_float", aten_convert(scores, s.e, kFp32)},
         {"router.softmax", {scores * kFp32, scores * kFp32}},
-        {"router.add_expert_bias", aten_strided(scores * kFp32 + s.experts * kFp32, scores * kFp32, scores)},
+        {"router.add_expert_bias", aten_strided(scores * kFp32 + s.experts * kFp32, scores * kFp32, scores, 3)},
         {"router.topk", {scores * kFp32, picked * (kFp32 + kIndex)}},
         {"router.gather_scores", {picked * (kIndex + kFp32), picked * kFp32}},
         {"router.route_scale", {picked * kFp32, picked * kFp32}},
@@ -94,7 +94,7 @@ NamedKernels eager_moe_combine_kernels(const EagerMoeShape& s, bool backward) {
   if (!backward)
     return without_empty_kernels({
         {"combine.to_float", up},
-        {"combine.scale", aten_strided(n * kFp32 + scores, n * kFp32, n)},
+        {"combine.scale", aten_strided(n * kFp32 + scores, n * kFp32, n, 3)},
         {"combine.to_dtype", down},
         {"combine.clone", {s.tokens * row, s.tokens * row}},
         {"combine.scatter_add", row_scatter_add(s.slots, row, s.hidden)},
@@ -104,7 +104,7 @@ NamedKernels eager_moe_combine_kernels(const EagerMoeShape& s, bool backward) {
   return without_empty_kernels({
       {"combine.scatter_add.backward", row_gather(s.slots, row)},
       {"combine.to_dtype.backward", up},
-      {"combine.scale.grad_input", aten_strided(n * kFp32 + scores, n * kFp32, n)},
+      {"combine.scale.grad_input", aten_strided(n * kFp32 + scores, n * kFp32, n, 3)},
       {"combine.scale.grad_scores.mul", {2 * n * kFp32, n * kFp32}},
       {"combine.scale.grad_scores.sum", {n * kFp32, scores}},
       {"combine.to_float.backward", down},

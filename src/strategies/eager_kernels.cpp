@@ -17,7 +17,11 @@ ElementwiseOp down_from_fp32(double n, double e) { return e == kFp32 ? Elementwi
 // Seen in a profile of torchtitan's layer: every `cast` and `strided` kernel ran at nearly the
 // same speed on an H100 and an H200, the vectorized ones 1.4x faster on the H200, as its HBM is.
 ElementwiseOp aten_kernel(ElementLoop loop, double read, double written, double elements) { return {read, written, elements, loop}; }
-ElementwiseOp aten_strided(double read, double written, double elements) { return aten_kernel(ElementLoop::strided, read, written, elements); }
+ElementwiseOp aten_strided(double read, double written, double elements, int operands) {
+  ElementwiseOp op = aten_kernel(ElementLoop::strided, read, written, elements);
+  op.operands = operands;
+  return op;
+}
 
 NamedKernels without_empty_kernels(NamedKernels k) {
   std::erase_if(k, [](const auto& named) { return named.second.bytes_read + named.second.bytes_written <= 0; });
@@ -34,13 +38,13 @@ NamedKernels aten_rmsnorm_kernels(double n, double rows, double e, bool backward
   const ElementwiseOp up = up_to_fp32(n, e), down = down_from_fp32(n, e);
   if (!backward)
     return without_empty_kernels({{"float", up},                       {"pow", {n * kFp32, n * kFp32}}, {"mean", {n * kFp32, r}},
-            {"add_eps", {r, r}},                 {"rsqrt", {r, r}},               {"mul_rsqrt", aten_strided(n * kFp32 + r, n * kFp32, n)},
-            {"type_as", down},                   {"mul_weight", aten_strided(n * e, n * e, n)}});
-  return without_empty_kernels({{"mul_weight.grad_input", aten_strided(n * e, n * e, n)}, {"mul_weight.grad_weight", {2 * n * e, n * e}},
+            {"add_eps", {r, r}},                 {"rsqrt", {r, r}},               {"mul_rsqrt", aten_strided(n * kFp32 + r, n * kFp32, n, 3)},
+            {"type_as", down},                   {"mul_weight", aten_strided(n * e, n * e, n, 3)}});
+  return without_empty_kernels({{"mul_weight.grad_input", aten_strided(n * e, n * e, n, 3)}, {"mul_weight.grad_weight", {2 * n * e, n * e}},
           {"mul_weight.grad_weight_sum", {n * e, 0}},         {"type_as.grad", up},
-          {"mul_rsqrt.grad_x", aten_strided(n * kFp32 + r, n * kFp32, n)}, {"mul_rsqrt.grad_rsqrt", {2 * n * kFp32, n * kFp32}},
+          {"mul_rsqrt.grad_x", aten_strided(n * kFp32 + r, n * kFp32, n, 3)}, {"mul_rsqrt.grad_rsqrt", {2 * n * kFp32, n * kFp32}},
           {"mul_rsqrt.grad_rsqrt_sum", {n * kFp32, r}},       {"rsqrt.grad", {2 * r, r}},
-          {"mean.grad", aten_strided(r, n * kFp32, n)},            {"pow.self_pow_1", {n * kFp32, n * kFp32}},
+          {"mean.grad", aten_strided(r, n * kFp32, n, 2)},            {"pow.self_pow_1", {n * kFp32, n * kFp32}},
           {"pow.times_exponent", {n * kFp32, n * kFp32}},     {"pow.grad", {2 * n * kFp32, n * kFp32}},
           {"grad_x.sum_paths", {2 * n * kFp32, n * kFp32}},   {"float.grad", down}});
 }
@@ -50,8 +54,8 @@ NamedKernels aten_rope_kernels(double n, double e, bool backward) {
   // broadcast over the batch and heads, so the complex product takes the strided loop, one
   // complex element per pair of values.
   const ElementwiseOp up = up_to_fp32(n, e), down = down_from_fp32(n, e);
-  if (!backward) return without_empty_kernels({{"float", up}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2)}, {"type_as", down}});
-  return without_empty_kernels({{"type_as.grad", up}, {"complex_mul.grad", aten_strided(n * kFp32, n * kFp32, n / 2)}, {"float.grad", down}});
+  if (!backward) return without_empty_kernels({{"float", up}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3)}, {"type_as", down}});
+  return without_empty_kernels({{"type_as.grad", up}, {"complex_mul.grad", aten_strided(n * kFp32, n * kFp32, n / 2, 3)}, {"float.grad", down}});
 }
 
 NamedKernels compiled_rope_kernels(double n, double e, bool backward) {
@@ -59,13 +63,13 @@ NamedKernels compiled_rope_kernels(double n, double e, bool backward) {
   // ATen for them): the complex product stays ATen's strided kernel between two generated
   // casts; each way the same three kernels.
   (void)backward;
-  return {{"to_float", {n * e, n * kFp32}}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2)}, {"to_dtype", {n * kFp32, n * e}}};
+  return {{"to_float", {n * e, n * kFp32}}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3)}, {"to_dtype", {n * kFp32, n * e}}};
 }
 
 NamedKernels repeat_kv_kernels(double kv_elems, double q_elems, double e, bool aten) {
   // expand + reshape materializes each of K and V at the query heads' width: ATen's strided
   // copy, or one generated (vectorized) copy under torch.compile.
-  const ElementwiseOp copy = aten ? aten_strided(kv_elems * e, q_elems * e, q_elems) : ElementwiseOp{kv_elems * e, q_elems * e};
+  const ElementwiseOp copy = aten ? aten_strided(kv_elems * e, q_elems * e, q_elems, 2) : ElementwiseOp{kv_elems * e, q_elems * e};
   return {{"k", copy}, {"v", copy}};
 }
 

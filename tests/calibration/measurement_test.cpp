@@ -481,13 +481,22 @@ TEST_CASE("An elementwise row gives its traffic, and its elements where ATen's l
   CHECK(ms[1].elementwise.bytes_read == 0);
   CHECK(ms[1].kernel == "FillFunctor");
   CHECK(measurement_class(ms[0].kind) == "elementwise");
-  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "strided", "time_us": 1}])") ==
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "strided", "operands": 2, "time_us": 1}])") ==
         "$.measurements[0].elements: missing: a strided loop is priced per element");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "unrolled", "elements": 2, "time_us": 1}])") ==
         R"($.measurements[0].loop: unknown loop "unrolled" (vectorized, cast, strided, index, scatter or cat))");
   CHECK(error_of(R"([{"kind": "elementwise", "time_us": 1}])") ==
         "$.measurements[0]: moves no bytes: give bytes_read or bytes_written");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 1e16, "time_us": 1}])") == "$.measurements[0].bytes_read: larger than a petabyte");
+  // The legacy strided loop is priced by its operands; no other loop takes them.
+  const auto strided = parse(R"([{"kind": "elementwise", "bytes_read": 8, "bytes_written": 8, "elements": 4, "loop": "strided", "operands": 3, "time_us": 1}])");
+  CHECK(strided[0].elementwise.operands == 3);
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "strided", "time_us": 1}])") ==
+        "$.measurements[0].operands: a strided loop needs its operands: the output and its strided inputs, 2 to 16");
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "strided", "operands": 1, "time_us": 1}])").starts_with(
+      "$.measurements[0].operands: a strided loop needs its operands"));
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "cast", "operands": 2, "time_us": 1}])") ==
+        "$.measurements[0].operands: only a strided loop is priced by its operands");
 }
 
 TEST_CASE("An attention row names its kernel, and one the hardware gives no rates for is refused, not a crash", "[measurement]") {

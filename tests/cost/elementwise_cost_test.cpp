@@ -86,7 +86,7 @@ TEST_CASE("ATen's sum has a start-up of its own: summing a few KiB takes longer 
 TEST_CASE("ATen's unvectorized loops are bound by elements, not bytes: faster HBM does not speed them up", "[cost][elementwise]") {
   const HardwareSpec& hw = h100();
   REQUIRE(hw.elementwise.cast_sm_elements_per_ps > 0);
-  REQUIRE(hw.elementwise.strided_sm_elements_per_ps > 0);
+  REQUIRE(hw.elementwise.strided_sm_operands_per_ps > 0);
   const double n = 64 * kMiB;  // a bf16 -> fp32 up-cast of n elements: 2n read, 4n written
   const ElementwiseOp cast{2 * n, 4 * n, n, ElementLoop::cast}, vectorized{2 * n, 4 * n};
   const double cast_us = kernel_alone_us(cast), vector_us = kernel_alone_us(vectorized);
@@ -104,12 +104,35 @@ TEST_CASE("ATen's unvectorized loops are bound by elements, not bytes: faster HB
   // Bound by elements: fewer bytes per element (a bf16 -> fp16 cast, say) take the same time...
   CHECK(kernel_alone_us(ElementwiseOp{2 * n, 2 * n, n, ElementLoop::cast}) == Approx(cast_us).epsilon(0.02));
   // ...until HBM binds first: a strided kernel never beats the streamed one of its bytes.
-  const ElementwiseOp wide{64 * n, 64 * n, n, ElementLoop::strided};
+  const ElementwiseOp wide{64 * n, 64 * n, n, ElementLoop::strided, 3};
   CHECK(kernel_alone_us(wide) >= kernel_alone_us(ElementwiseOp{64 * n, 64 * n}) * 0.999);
   // Without the rates (a hardware file that gives none) the loops stream like vectorized kernels.
   HardwareSpec unrated = hw;
-  unrated.elementwise.cast_sm_elements_per_ps = unrated.elementwise.strided_sm_elements_per_ps = 0;
+  unrated.elementwise.cast_sm_elements_per_ps = unrated.elementwise.strided_sm_operands_per_ps = 0;
   CHECK(kernel_alone_us(cast, unrated) == Approx(vector_us).epsilon(1e-9));
+}
+
+TEST_CASE("ATen's legacy strided loop pays per operand: a third operand costs half again, a fourth a third again", "[cost][elementwise]") {
+  const HardwareSpec& hw = h100();
+  REQUIRE(hw.elementwise.strided_sm_operands_per_ps > 0);
+  REQUIRE(hw.elementwise.strided_wide_sm_operands_per_ps > 0);
+  const double n = 64 * kMiB, overhead_us = to_us(hw.elementwise.block_overhead);
+  for (double e : {2.0, 4.0}) {
+    // Few bytes per element, so the instructions bind: an expanded copy (2 operands), a product
+    // with a broadcast operand (3), addcmul with one (4), all writing n elements of e bytes.
+    const auto us = [&](int operands) { return kernel_alone_us(ElementwiseOp{e * n / 4, e * n, n, ElementLoop::strided, operands}) - overhead_us; };
+    CHECK(us(3) == Approx(1.5 * us(2)).epsilon(0.01));
+    CHECK(us(4) == Approx(4.0 / 3 * us(3)).epsilon(0.01));
+    // The rate the hardware file gives, shared by the operands.
+    const double rate = e >= 4 ? hw.elementwise.strided_wide_sm_operands_per_ps : hw.elementwise.strided_sm_operands_per_ps;
+    CHECK(us(3) == Approx(3 * n / (rate * hw.sm.count) / 1e6).epsilon(0.02));
+  }
+  // Wider outputs unroll less (2 elements a thread, not 4): on an H100 they get through fewer operands.
+  CHECK(hw.elementwise.strided_wide_sm_operands_per_ps < hw.elementwise.strided_sm_operands_per_ps);
+  // The rate follows the output's element size, whatever the inputs read.
+  CHECK(loop_sm_elements_per_ps({ElementLoop::strided, n, 3, 4}, hw.elementwise) ==
+        Approx(hw.elementwise.strided_wide_sm_operands_per_ps / 3));
+  CHECK(loop_sm_elements_per_ps({ElementLoop::strided, n, 3, 2}, hw.elementwise) == Approx(hw.elementwise.strided_sm_operands_per_ps / 3));
 }
 
 TEST_CASE("ATen's index, scatter and cat kernels take time in proportion to their elements at their own rates", "[cost][elementwise]") {
@@ -117,7 +140,7 @@ TEST_CASE("ATen's index, scatter and cat kernels take time in proportion to thei
   const double n = 64 * kMiB, overhead_us = to_us(hw.elementwise.block_overhead);
   for (ElementLoop loop : {ElementLoop::index, ElementLoop::scatter, ElementLoop::cat}) {
     INFO(element_loop_name(loop));
-    const double rate = loop_sm_elements_per_ps(loop, hw.elementwise);
+    const double rate = loop_sm_elements_per_ps({loop, n}, hw.elementwise);
     REQUIRE(rate > 0);
     // bf16 rows moved by index: 2 bytes read and written an element, far below HBM's rate.
     const ElementwiseOp op{2 * n, 2 * n, n, loop};
@@ -130,12 +153,14 @@ TEST_CASE("ATen's index, scatter and cat kernels take time in proportion to thei
     // parse and print agree
     CHECK(parse_element_loop(element_loop_name(loop)) == loop);
   }
-  // A hardware file without these rates prices them as the legacy strided loop.
-  HardwareSpec strided_only = hw;
-  strided_only.elementwise.index_sm_elements_per_ps = strided_only.elementwise.scatter_sm_elements_per_ps = 0;
-  strided_only.elementwise.cat_sm_elements_per_ps = 0;
-  for (ElementLoop loop : {ElementLoop::index, ElementLoop::scatter, ElementLoop::cat})
-    CHECK(loop_sm_elements_per_ps(loop, strided_only.elementwise) == hw.elementwise.strided_sm_elements_per_ps);
-  CHECK(loop_sm_elements_per_ps(ElementLoop::vectorized, hw.elementwise) == 0);
+  // A hardware file without these rates streams them as vectorized kernels.
+  HardwareSpec unrated = hw;
+  unrated.elementwise.index_sm_elements_per_ps = unrated.elementwise.scatter_sm_elements_per_ps = 0;
+  unrated.elementwise.cat_sm_elements_per_ps = 0;
+  for (ElementLoop loop : {ElementLoop::index, ElementLoop::scatter, ElementLoop::cat}) {
+    CHECK(loop_sm_elements_per_ps({loop, n}, unrated.elementwise) == 0);
+    CHECK(kernel_alone_us(ElementwiseOp{2 * n, 2 * n, n, loop}, unrated) == Approx(kernel_alone_us(ElementwiseOp{2 * n, 2 * n})).epsilon(1e-9));
+  }
+  CHECK(loop_sm_elements_per_ps({ElementLoop::vectorized, n}, hw.elementwise) == 0);
   CHECK_FALSE(parse_element_loop("gather").has_value());
 }

@@ -137,7 +137,8 @@ TEST_CASE("eager kernels say which ATen loop they run: the up-casts cast, the br
   // On a layer's tokens (8192 x 4096 here) the instruction-bound loops make an eager norm's
   // kernels slower than the same bytes streamed would be.
   HardwareSpec unrated = test::h100();
-  unrated.elementwise.cast_sm_elements_per_ps = unrated.elementwise.strided_sm_elements_per_ps = 0;
+  unrated.elementwise.cast_sm_elements_per_ps = unrated.elementwise.strided_sm_operands_per_ps = 0;
+  unrated.elementwise.strided_wide_sm_operands_per_ps = 0;
   double rated_us = 0, unrated_us = 0;
   for (const auto& [k, op] : aten_rmsnorm_kernels(8192.0 * 4096, 8192, 2, false))
     rated_us += test::kernel_alone_us(op), unrated_us += test::kernel_alone_us(op, unrated);

@@ -34,11 +34,18 @@ struct ElementwisePlan {
 // least one and at most elementwise.blocks_per_sm on every SM, `bytes_moved` spread evenly.
 ElementwisePlan grid_stride_plan(double blocks_wanted, double bytes_moved, const HardwareSpec& hw);
 ElementwisePlan plan_elementwise(double bytes_moved, const HardwareSpec& hw);
-// Elements one SM puts through `loop` per ps; 0: streams (vectorized, or a loop with no rate).
-double loop_sm_elements_per_ps(ElementLoop loop, const ElementwiseSpec& ew);
-// One block's work. An ATen `cast` or `strided` loop over `elements` (the output's) also caps
-// its SM's rate at what its instructions per element allow (elementwise.*_sm_elements_per_ps).
-BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, ElementLoop loop = ElementLoop::vectorized,
-                                 double elements = 0);
+// An unvectorized loop's output: its elements, the tensors whose offsets a `strided` loop
+// computes per element, the output's element size (the legacy loop's unroll follows it).
+struct LoopWork {
+  ElementLoop loop = ElementLoop::vectorized;
+  double elements = 0;
+  int operands = 0;
+  double output_element_bytes = 0;
+};
+// Elements one SM puts through the loop per ps; 0: streams (vectorized, or a loop with no rate).
+double loop_sm_elements_per_ps(const LoopWork& w, const ElementwiseSpec& ew);
+// One block's work. An ATen loop other than the vectorized one also caps its SM's rate at what
+// its instructions per element allow (loop_sm_elements_per_ps).
+BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, const LoopWork& w = {});
 
 }  // namespace tpsim

@@ -49,8 +49,11 @@ struct FusedRingGemmOp {  // one persistent kernel (grid = SMs): per step a subm
 using AttentionOp = AttentionProblem;  // flash attention on this rank's heads (cost/attention_cost.hpp)
 struct ElementwiseOp {  // memory-bound SM kernel (local copy, reduction)
   double bytes_read = 0, bytes_written = 0;
-  double elements = 0;  // the output's elements, for a `cast` or `strided` loop's per-element cost
+  double elements = 0;  // the output's elements, for an unvectorized loop's per-element cost
   ElementLoop loop = ElementLoop::vectorized;
+  // A `strided` loop's operands: the output and every input whose offset it computes for each
+  // element (an expanded copy 2, a product with a broadcast operand 3).
+  int operands = 0;
 };
 struct ReduceOp {  // sums `inputs` stacked partials (each `out_bytes`) into one output, fp32 accumulation
   int inputs = 0;

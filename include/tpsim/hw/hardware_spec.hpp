@@ -213,11 +213,13 @@ struct ElementwiseSpec {
   // trip before bytes flow (behind the dirty lines earlier kernels left in L2), the last stores'
   // drain; its floor: a tiny copy still takes it.
   Tick block_overhead = 0;
-  // Elements one SM puts through ATen's unvectorized loops per ps (ElementLoop cast, strided,
-  // index, scatter, cat): their instructions per element bound them below HBM's rate; 0: not
-  // modelled (index, scatter and cat then take the strided rate; a kernel with no rate at all
-  // streams at the vectorized rate).
-  double cast_sm_elements_per_ps = 0, strided_sm_elements_per_ps = 0;
+  // Elements one SM puts through ATen's unvectorized loops per ps (ElementLoop cast, index,
+  // scatter, cat): their instructions per element bound them below HBM's rate. The legacy
+  // strided loop's rate is per operand and element (each operand's offset computed), with
+  // its unroll: 4 elements a thread for 2-byte outputs, 2 for wider ones ("wide"). 0: not
+  // modelled (such kernels stream at the vectorized rate).
+  double cast_sm_elements_per_ps = 0;
+  double strided_sm_operands_per_ps = 0, strided_wide_sm_operands_per_ps = 0;
   double index_sm_elements_per_ps = 0, scatter_sm_elements_per_ps = 0, cat_sm_elements_per_ps = 0;
 };
 
