@@ -332,8 +332,11 @@ def indexing_shape_rows(b, torch, quick, tokens, hidden):
          joined * 2, joined * 2, joined, "cat"),
     ]
     for name, op, fn, read, written, elements, loop in (cases if not quick else cases[:2]):
-        b.add({"kind": "elementwise", "name": f"{name} bf16, {tokens} tokens x {hidden}", "bytes_read": read, "bytes_written": written,
-               "elements": elements, "loop": loop, "source": src.format(op=op)}, b.flushed(fn), keep=not_flush)
+        row = {"kind": "elementwise", "name": f"{name} bf16, {tokens} tokens x {hidden}", "bytes_read": read, "bytes_written": written,
+               "elements": elements, "loop": loop, "source": src.format(op=op)}
+        if loop == "strided":  # the output, the rows and the per-row scores
+            row["operands"] = 3
+        b.add(row, b.flushed(fn), keep=not_flush)
     del x, routed, gathered, summed, permuted, routed32, q
 
 

@@ -366,6 +366,12 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.barrier.latency = baq.time("latency");
   hw.barrier.block = {baq.count("threads"), baq.count("threads") * baq.count("registers_per_thread"), 0, 1};
 
+  // A key older files carry: say what took its place rather than guess at a near name.
+  if (root.has("elementwise") && root.at("elementwise").is_object() && root.at("elementwise").contains("strided_sm_rate"))
+    fail_at("$.elementwise.strided_sm_rate",
+            "replaced by strided_operand_rate (2-byte outputs) and strided_wide_operand_rate (wider ones): the legacy loop's rate per "
+            "operand and element, so a kernel of k operands puts rate / k elements through (about 3x the old value for a product "
+            "with a broadcast operand)");
   const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead",
                                                      "cast_sm_rate", "strided_operand_rate", "strided_wide_operand_rate", "index_sm_rate",
                                                      "scatter_sm_rate", "cat_sm_rate"});

@@ -68,7 +68,8 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  req.block_work = ramp_on_first_blocks(elementwise_block_work(plan, hw_, {e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0}), hw_.elementwise.block_overhead);
+  const LoopWork loop{e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0};
+  req.block_work = ramp_on_first_blocks(elementwise_block_work(plan, hw_, loop), hw_.elementwise.block_overhead);
 }
 
 void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {

@@ -84,3 +84,24 @@ TEST_CASE("Across two nodes NCCL's rails keep the ring near NVLink speed, one NI
   // A JAX ppermute ring sends each hop through one GPU's NIC.
   CHECK(makespan_us(two, "ring") > 2 * makespan_us(one, "ring"));
 }
+
+TEST_CASE("A hardware file with the old single strided rate says what replaced it, and a grouped GEMM section is checked", "[hardware]") {
+  std::ifstream in(models_dir() + "/h100_sxm.json");
+  const Json shipped = Json::parse(in);
+  const auto error_of = [](const Json& j) {
+    try {
+      parse_hardware(j, "test");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Json old = shipped;
+  old["elementwise"]["strided_sm_rate"] = old["elementwise"]["strided_operand_rate"];
+  CHECK(error_of(old).starts_with("$.elementwise.strided_sm_rate: replaced by strided_operand_rate"));
+  // The grouped kernel's two tiles are one family: they serve the same dtypes.
+  Json mixed = shipped;
+  mixed["gemm"]["grouped"]["small_tile"]["dtypes"] = Json::array({"fp16"});
+  CHECK(error_of(mixed) == "$.gemm.grouped: small_tile and large_tile must serve the same dtypes (one kernel family)");
+  CHECK(error_of(shipped).empty());
+}
