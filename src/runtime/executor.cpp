@@ -21,7 +21,7 @@ void add_sample(std::vector<Sample>& samples, Tick t, double v) {
 }  // namespace
 
 Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
-    : dag_(dag), hw_(hw), fabric_(sim_, Topology(hw.fabric, dag.ranks(), hw.memory.hbm_bytes_per_ps)), rendezvous_(dag),
+    : dag_(dag), hw_(hw), gemm_plans_(hw), fabric_(sim_, Topology(hw.fabric, dag.ranks(), hw.memory.hbm_bytes_per_ps)), rendezvous_(dag),
       kernel_of_(dag.size(), -1), waiters_(dag.size()) {
   tl_.ops.resize(dag.size());
   if (detailed) tl_.details.resize(dag.size());

@@ -53,7 +53,7 @@ void Machine::launch_kernel(OpId id) {
 }
 
 void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
-  const GemmPlan plan = plan_gemm(g.problem, hw_);
+  const GemmPlan& plan = gemm_plans_.plan(g.problem);
   if (tl_.detailed) tl_.details[id] = fmt::format("tile {}x{}x{}, split-k {}, {} blocks", plan.tile.m, plan.tile.n, plan.tile.k,
                                    plan.split_k, plan.blocks);
   req.block = hw_.gemm.block;
@@ -159,7 +159,7 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
 }
 
 void Machine::fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req) {
-  const GemmPlan plan = plan_gemm(f.step, hw_);
+  const GemmPlan plan = gemm_plans_.plan(f.step);
   const int grid = static_cast<int>(std::min<std::int64_t>(hw_.sm.count, plan.blocks));
   if (tl_.detailed) tl_.details[id] = fmt::format("persistent grid {}, tile {}x{}x{}, {} steps", grid, plan.tile.m, plan.tile.n,
                                    plan.tile.k, f.steps);

@@ -8,6 +8,7 @@
 
 #include "tpsim/core/simulator.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
+#include "tpsim/cost/gemm_planner.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
 #include "tpsim/cost/p2p_plan.hpp"
 #include "tpsim/dag/dag.hpp"
@@ -97,6 +98,7 @@ class Machine {
 
   const Dag& dag_;
   const HardwareSpec& hw_;
+  GemmPlanner gemm_plans_;
   Simulator sim_;
   Fabric fabric_;
   Rendezvous rendezvous_;

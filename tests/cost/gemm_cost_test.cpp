@@ -2,6 +2,7 @@
 
 #include "support/simulate.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
+#include "tpsim/cost/gemm_planner.hpp"
 
 using namespace tpsim;
 using namespace tpsim::test;
@@ -214,4 +215,23 @@ TEST_CASE("PyTorch's grouped GEMM runs the tile its dispatch fixes, so it never 
   HardwareSpec without = hw;
   without.gemm.grouped = {};
   CHECK(kernel_alone_us(GemmOp{p}, without) == Approx(kernel_alone_us(GemmOp{batched}, hw)).epsilon(1e-9));
+}
+
+TEST_CASE("The GEMM planner remembers each problem's plan and gives what plan_gemm gives", "[cost][gemm]") {
+  const HardwareSpec& hw = h100();
+  GemmPlanner planner(hw);
+  const GemmProblem p{12288, 1408, 2048, Dtype::bf16, 8};
+  GemmProblem grouped = p;
+  grouped.grouped = true;
+  const GemmPlan& first = planner.plan(p);
+  CHECK(&planner.plan(p) == &first);  // looked up, not planned again
+  const GemmPlan direct = plan_gemm(p, hw);
+  CHECK(first.tile.m == direct.tile.m);
+  CHECK(first.tile.n == direct.tile.n);
+  CHECK(first.split_k == direct.split_k);
+  CHECK(first.blocks == direct.blocks);
+  // Every field of the problem is part of the key: the grouped kernel's plan is another.
+  CHECK(&planner.plan(grouped) != &first);
+  CHECK(planner.plan(grouped).tile.n == hw.gemm.grouped.large_tile.n);
+  CHECK(planner.plan({12288, 1408, 2048, Dtype::fp8, 8}).dtype == Dtype::fp8);
 }
