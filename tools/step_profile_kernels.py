@@ -40,13 +40,18 @@ def layer_sequences(c):
     strided = r"^void at::native::elementwise_kernel<128"
     vec = r"vectorized_elementwise_kernel"
 
-    def ew(name, read, written, elements=None, loop="vectorized", operands=None):
+    def ew(name, read, written, elements=None, loop="vectorized", operands=None, dims=2):
         row = {"kind": "elementwise", "name": name, "bytes_read": read, "bytes_written": written}
         if loop != "vectorized":
             row |= {"elements": elements, "loop": loop}
-        if operands:  # the legacy strided loop: the output and its strided inputs
+        if operands:  # the legacy strided loop: the output and its strided inputs, and its dimensions
             row["operands"] = operands
+            if dims != 2:
+                row["dims"] = dims
         return row
+
+    # RoPE's table broadcasts over batch and heads: 4 dimensions, 3 at batch 1.
+    rope_dims = 4 if c["batch"] > 1 else 3
 
     def norm(p):
         return [(cast, ew(f"{p}.float (bf16 -> fp32)", bf * n, f32 * n, n, "cast")),
@@ -74,12 +79,12 @@ def layer_sequences(c):
     forward = norm("attention_norm") + [
         (cast, ew("rope.q float (bf16 -> fp32)", bf * n, f32 * n, n, "cast")),
         (cast, ew("rope.k float (bf16 -> fp32)", bf * nk, f32 * nk, nk, "cast")),
-        (strided, ew("rope.q complex product (broadcast table)", f32 * n, f32 * n, n // 2, "strided", 3)),
+        (strided, ew("rope.q complex product (broadcast table)", f32 * n, f32 * n, n // 2, "strided", 3, rope_dims)),
         (r"bfloat16_copy_kernel", ew("rope.q type_as (fp32 -> bf16)", f32 * n, bf * n)),
-        (strided, ew("rope.k complex product (broadcast table)", f32 * nk, f32 * nk, nk // 2, "strided", 3)),
+        (strided, ew("rope.k complex product (broadcast table)", f32 * nk, f32 * nk, nk // 2, "strided", 3, rope_dims)),
         (r"bfloat16_copy_kernel", ew("rope.k type_as (fp32 -> bf16)", f32 * nk, bf * nk)),
-        (strided, ew("repeat_kv.k (expand copy)", bf * nk, bf * n, n, "strided", 2)),
-        (strided, ew("repeat_kv.v (expand copy)", bf * nk, bf * n, n, "strided", 2)),
+        (strided, ew("repeat_kv.k (expand copy)", bf * nk, bf * n, n, "strided", 2, 3)),
+        (strided, ew("repeat_kv.v (expand copy)", bf * nk, bf * n, n, "strided", 2, 3)),
         (vec + r".*CUDAFunctor_add", ew("attention residual add", 2 * bf * n, bf * n)),
     ] + norm("ffn_norm") + [
         (vec + r".*silu_kernel", ew("ffn.silu", bf * nf, bf * nf)),
@@ -98,9 +103,9 @@ def layer_sequences(c):
         (r"reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16",
          {"kind": "reduction", "name": "repeat_kv.backward.v (sum over repeats)", "partials": rep, "bytes": bf * nk, "reduction": "aten_sum"}),
         (cast, ew("rope.backward.k type_as grad (bf16 -> fp32)", bf * nk, f32 * nk, nk, "cast")),
-        (strided, ew("rope.backward.k complex product", f32 * nk, f32 * nk, nk // 2, "strided", 3)),
+        (strided, ew("rope.backward.k complex product", f32 * nk, f32 * nk, nk // 2, "strided", 3, rope_dims)),
         (cast, ew("rope.backward.q type_as grad (bf16 -> fp32)", bf * n, f32 * n, n, "cast")),
-        (strided, ew("rope.backward.q complex product", f32 * n, f32 * n, n // 2, "strided", 3)),
+        (strided, ew("rope.backward.q complex product", f32 * n, f32 * n, n // 2, "strided", 3, rope_dims)),
         (r"bfloat16_copy_kernel", ew("rope.backward.k float grad (fp32 -> bf16)", f32 * nk, bf * nk)),
         (r"bfloat16_copy_kernel", ew("rope.backward.q float grad (fp32 -> bf16)", f32 * n, bf * n)),
         (vec + r".*CUDAFunctor_add", ew("attention.backward.wk + wv input grads", 2 * bf * n, bf * n)),

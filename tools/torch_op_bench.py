@@ -31,14 +31,15 @@ def parse_args():
     p.add_argument("--kineto", help="also write a Kineto trace (record_shapes) of a few GEMMs here")
     p.add_argument("--parts", default="gemm,reduction,copy,attention",
                    help="comma-separated parts to run (default: gemm,reduction,copy,attention; also: indexing, the "
-                        "row gathers, index_put_, scatter_add and cats of eager torchtitan's MoE and MLA; grouped, torch._grouped_mm of its experts beside torch.bmm; strided, ATen's legacy loop by operands)")
+                        "row gathers, index_put_, scatter_add and cats of eager torchtitan's MoE and MLA; grouped, torch._grouped_mm of its experts beside torch.bmm; strided, ATen's legacy loop by operands; strided_dims, its expanded copies by dimensions; grouped_fp8, torch._scaled_grouped_mm)")
     p.add_argument("--attention-backend", choices=("flash", "cudnn"), default="flash",
                    help="SDPA backend the attention rows force: flash (PyTorch's FlashAttention-2, rows \"flash2\") or "
                         "cudnn (cuDNN's fused attention, the default on Hopper in recent PyTorch; rows \"cudnn\")")
     p.add_argument("--long-attention", action="store_true",
                    help="also causal attention at 32k-128k tokens (batch 1, 32 heads over 8): the shapes of context parallelism")
     args = p.parse_args()
-    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention", "indexing", "grouped", "strided"}
+    unknown = set(args.parts.split(",")) - {"gemm", "reduction", "copy", "attention", "indexing", "grouped", "strided",
+                                             "strided_dims", "grouped_fp8"}
     if unknown:
         p.error(f"--parts: unknown part(s) {', '.join(sorted(unknown))}")
     return args
@@ -360,20 +361,78 @@ def strided_rows(b, torch, quick):
             kv = torch.randn(rows // 4, 1, width, device=dev, dtype=dtype)
             cases = [
                 ("expand copy of a row per 4", "kv.expand(-1, 4, -1).reshape(-1, width)",
-                 lambda kv=kv: kv.expand(-1, 4, -1).reshape(-1, width), n * e // 4, n * e, 2),
+                 lambda kv=kv: kv.expand(-1, 4, -1).reshape(-1, width), n * e // 4, n * e, 2, 3),
                 ("expand copy of a column", "r.expand(-1, width).contiguous()",
-                 lambda r=r: r.expand(-1, width).contiguous(), rows * e, n * e, 2),
-                ("product with a broadcast row", "x * w", lambda x=x, w=w: x * w, n * e + width * e, n * e, 3),
-                ("product with a broadcast column", "x * r", lambda x=x, r=r: x * r, n * e + rows * e, n * e, 3),
+                 lambda r=r: r.expand(-1, width).contiguous(), rows * e, n * e, 2, 2),
+                ("product with a broadcast row", "x * w", lambda x=x, w=w: x * w, n * e + width * e, n * e, 3, 2),
+                ("product with a broadcast column", "x * r", lambda x=x, r=r: x * r, n * e + rows * e, n * e, 3, 2),
                 ("addcmul with a broadcast row", "torch.addcmul(x, y, w)", lambda x=x, y=y, w=w: torch.addcmul(x, y, w),
-                 2 * n * e + width * e, n * e, 4),
+                 2 * n * e + width * e, n * e, 4, 2),
             ]
-            for what, op, fn, read, written, operands in cases:
-                b.add({"kind": "elementwise", "name": f"{what} {name}, {rows} x {width}", "bytes_read": read,
+            for what, op, fn, read, written, operands, dims in cases:
+                row = {"kind": "elementwise", "name": f"{what} {name}, {rows} x {width}", "bytes_read": read,
                        "bytes_written": written, "elements": n, "loop": "strided", "operands": operands,
-                       "source": src.format(op=op)}, b.flushed(fn), keep=not_flush)
+                       "source": src.format(op=op)}
+                if dims != 2:
+                    row["dims"] = dims
+                b.add(row, b.flushed(fn), keep=not_flush)
             del x, y, w, r, kv
         torch.cuda.empty_cache()
+
+
+def strided_dims_rows(b, torch, quick):
+    """Expanded copies in ATen's legacy loop by how many dimensions its offset calculator keeps
+    after merging (2, 3, 5) and by the innermost size: repeat_kv's own shape (8 KV heads of 128
+    repeated 4 times), a row of 4,096 repeated, a 2-D broadcast row, a 5-D expand. Validation rows
+    for a per-dimension cost (tpsim prices the loop per operand only)."""
+    dev, bf16, e = "cuda", torch.bfloat16, 2
+    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
+           "L2 overwritten before each call, CUPTI kernel time")
+    t = 16384 if not quick else 1024
+    kv = torch.randn(t, 8, 1, 128, device=dev, dtype=bf16)
+    row = torch.randn(t // 4, 1, 4096, device=dev, dtype=bf16)
+    w = torch.randn(1, 4096, device=dev, dtype=bf16)
+    cube = torch.randn(t // 16, 1, 8, 1, 128, device=dev, dtype=bf16)
+    cases = [
+        ("repeat_kv's expand (3 dims, 128 inner)", "kv.expand(-1, -1, 4, -1).reshape(t, 32, 128)",
+         lambda: kv.expand(-1, -1, 4, -1).reshape(t, 32, 128), t * 8 * 128, t * 32 * 128),
+        ("a row repeated 4 times (3 dims, 4,096 inner)", "row.expand(-1, 4, -1).reshape(t, 4096)",
+         lambda: row.expand(-1, 4, -1).reshape(t, 4096), t // 4 * 4096, t * 4096),
+        ("a broadcast row (2 dims)", "w.expand(t, -1).contiguous()", lambda: w.expand(t, -1).contiguous(), 4096, t * 4096),
+        ("an expand over two axes (5 dims)", "cube.expand(-1, 4, -1, 4, -1).reshape(t // 16, 4, 32, 128)",
+         lambda: cube.expand(-1, 4, -1, 4, -1).reshape(t // 16, 4, 32, 128), t // 16 * 8 * 128, t * 8 * 128),
+    ]
+    for (what, op, fn, read_elems, out_elems), dims in zip(cases if not quick else cases[:1], (3, 3, 2, 5)):
+        row = {"kind": "elementwise", "name": f"expand copy: {what} bf16, {out_elems} elements", "bytes_read": read_elems * e,
+               "bytes_written": out_elems * e, "elements": out_elems, "loop": "strided", "operands": 2,
+               "source": src.format(op=op)}
+        if dims != 2:
+            row["dims"] = dims
+        b.add(row, b.flushed(fn), keep=not_flush)
+    del kv, row, w, cube
+
+
+def grouped_fp8_rows(b, torch, quick):
+    """torch._scaled_grouped_mm as torchao's _Float8GroupedMM runs fp8 experts forward (rowwise
+    scales, use_fast_accum), at DeepSeek-V3 16B's expert shapes on one of 8 EP ranks. Validation
+    rows: tpsim prices fp8 grouped GEMMs as batched ones."""
+    dev = "cuda"
+    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
+           "balanced experts, random normal data, L2 overwritten before each call, CUPTI kernel time")
+    cases = [(8, rows, 2048, 1408) for rows in (1536, 6144, 12288)]
+    for experts, rows, k, n in (cases if not quick else cases[:1]):
+        offs = torch.arange(rows, rows * experts + 1, rows, device=dev, dtype=torch.int32)
+        a = torch.randn(rows * experts, k, device=dev).to(torch.float8_e4m3fn)
+        w = torch.randn(experts, n, k, device=dev).to(torch.float8_e4m3fn)
+        sa = torch.ones(rows * experts, device=dev, dtype=torch.float32)
+        sb = torch.ones(experts, n, device=dev, dtype=torch.float32)
+        fn = (lambda a=a, w=w, sa=sa, sb=sb, offs=offs: torch._scaled_grouped_mm(
+            a, w.transpose(-2, -1), sa, sb, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True))
+        row = {"kind": "gemm", "name": f"scaled grouped forward {experts} x {rows}x{n}x{k} fp8", "m": rows, "n": n, "k": k,
+               "batch": experts, "grouped": True, "dtype": "fp8",
+               "source": src.format(op="torch._scaled_grouped_mm(a, w.transpose(-2, -1), rowwise scales, offs, bf16 out, fast accum)")}
+        b.add(row, b.flushed(fn), keep=not_flush)
+        del a, w, sa, sb
 
 
 def grouped_rows(b, torch, quick):
@@ -605,7 +664,8 @@ def main():
         write_measurements(args.output, args.hardware, description, b.rows)
 
     parts = {"gemm": gemm_rows, "reduction": reduction_rows, "copy": copy_rows, "attention": attention_rows,
-             "indexing": indexing_rows, "grouped": grouped_rows, "strided": strided_rows}
+             "indexing": indexing_rows, "grouped": grouped_rows, "strided": strided_rows,
+             "strided_dims": strided_dims_rows, "grouped_fp8": grouped_fp8_rows}
     for part in (parts[name] for name in parts if name in args.parts.split(",")):
         print(f"{part.__name__} ({time.time() - t0:.0f} s)", flush=True)
         part(b, torch, args.quick)

@@ -96,7 +96,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
   else if (k != MeasurementKind::launch) keys.push_back("timing");  // a launch row is host to end; a scenario's, its makespan
-  if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop", "operands"});
+  if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop", "operands", "dims"});
   if (k == MeasurementKind::attention)
     keys.insert(keys.end(), {"batch", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass", "implementation", "dtype", "tflops"});
   return keys;
@@ -182,8 +182,14 @@ ElementwiseOp parse_elementwise_kernel(const ObjectReader& r) {
     const std::int64_t n = r.has("operands") ? r.positive_int("operands") : 0;
     if (n < 2 || n > 16) fail_at(r.child_path("operands"), "a strided loop needs its operands: the output and its strided inputs, 2 to 16");
     e.operands = static_cast<int>(n);
-  } else if (r.has("operands")) {
-    fail_at(r.child_path("operands"), "only a strided loop is priced by its operands");
+    if (r.has("dims")) {  // absent: 2, a broadcast over rows or columns
+      const std::int64_t d = r.positive_int("dims");
+      if (d < 1 || d > 25) fail_at(r.child_path("dims"), "the offset calculator's dimensions: 1 to 25 (ATen's limit)");
+      e.dims = static_cast<int>(d);
+    }
+  } else {
+    for (const char* key : {"operands", "dims"})
+      if (r.has(key)) fail_at(r.child_path(key), fmt::format("only a strided loop is priced by its {}", key));
   }
   return e;
 }

@@ -47,7 +47,9 @@ double loop_sm_elements_per_ps(const LoopWork& w, const ElementwiseSpec& ew) {
     case ElementLoop::strided: {
       // CUDALoops.cuh launch_legacy_kernel: 4 elements a thread below 4-byte outputs, else 2.
       const double rate = w.output_element_bytes >= 4 ? ew.strided_wide_sm_operands_per_ps : ew.strided_sm_operands_per_ps;
-      return rate / std::max(2, w.operands);  // at least the output and one input
+      // Each dimension past two adds a division and a multiply-add per operand to an offset.
+      const double per_offset = 1 + ew.strided_dimension_cost * std::max(0, w.dims - 2);
+      return rate / (std::max(2, w.operands) * per_offset);  // at least the output and one input
     }
     case ElementLoop::index: return ew.index_sm_elements_per_ps;
     case ElementLoop::scatter: return ew.scatter_sm_elements_per_ps;

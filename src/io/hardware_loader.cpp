@@ -373,7 +373,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
             "operand and element, so a kernel of k operands puts rate / k elements through (about 3x the old value for a product "
             "with a broadcast operand)");
   const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead",
-                                                     "cast_sm_rate", "strided_operand_rate", "strided_wide_operand_rate", "index_sm_rate",
+                                                     "cast_sm_rate", "strided_operand_rate", "strided_wide_operand_rate", "strided_dimension_cost", "index_sm_rate",
                                                      "scatter_sm_rate", "cat_sm_rate"});
   const Quantities eq(ew);
   hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
@@ -384,6 +384,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   if (ew.has("strided_operand_rate")) hw.elementwise.strided_sm_operands_per_ps = eq.get("strided_operand_rate", "throughput");
   if (ew.has("strided_wide_operand_rate"))
     hw.elementwise.strided_wide_sm_operands_per_ps = eq.get("strided_wide_operand_rate", "throughput");
+  if (ew.has("strided_dimension_cost")) hw.elementwise.strided_dimension_cost = eq.get("strided_dimension_cost", "fraction");
   if (ew.has("index_sm_rate")) hw.elementwise.index_sm_elements_per_ps = eq.get("index_sm_rate", "throughput");
   if (ew.has("scatter_sm_rate")) hw.elementwise.scatter_sm_elements_per_ps = eq.get("scatter_sm_rate", "throughput");
   if (ew.has("cat_sm_rate")) hw.elementwise.cat_sm_elements_per_ps = eq.get("cat_sm_rate", "throughput");

@@ -68,7 +68,7 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  const LoopWork loop{e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0};
+  const LoopWork loop{e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0, e.dims};
   req.block_work = ramp_on_first_blocks(elementwise_block_work(plan, hw_, loop), hw_.elementwise.block_overhead);
 }
 

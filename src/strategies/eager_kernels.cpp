@@ -5,6 +5,9 @@ namespace tpsim {
 namespace {
 
 constexpr double kFp32 = 4;
+// RoPE's table broadcasts over the batch and the heads: [batch, tokens, heads, pairs] keeps its
+// four dimensions (three at batch 1; the rows that use it are HBM-bound either way).
+constexpr int kRopeDims = 4;
 
 // x.float() and type_as are no kernels where x is fp32 already.
 ElementwiseOp up_to_fp32(double n, double e) { return e == kFp32 ? ElementwiseOp{} : aten_convert(n, e, kFp32); }
@@ -17,9 +20,10 @@ ElementwiseOp down_from_fp32(double n, double e) { return e == kFp32 ? Elementwi
 // Seen in a profile of torchtitan's layer: every `cast` and `strided` kernel ran at nearly the
 // same speed on an H100 and an H200, the vectorized ones 1.4x faster on the H200, as its HBM is.
 ElementwiseOp aten_kernel(ElementLoop loop, double read, double written, double elements) { return {read, written, elements, loop}; }
-ElementwiseOp aten_strided(double read, double written, double elements, int operands) {
+ElementwiseOp aten_strided(double read, double written, double elements, int operands, int dims) {
   ElementwiseOp op = aten_kernel(ElementLoop::strided, read, written, elements);
   op.operands = operands;
+  op.dims = dims;
   return op;
 }
 
@@ -54,8 +58,8 @@ NamedKernels aten_rope_kernels(double n, double e, bool backward) {
   // broadcast over the batch and heads, so the complex product takes the strided loop, one
   // complex element per pair of values.
   const ElementwiseOp up = up_to_fp32(n, e), down = down_from_fp32(n, e);
-  if (!backward) return without_empty_kernels({{"float", up}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3)}, {"type_as", down}});
-  return without_empty_kernels({{"type_as.grad", up}, {"complex_mul.grad", aten_strided(n * kFp32, n * kFp32, n / 2, 3)}, {"float.grad", down}});
+  if (!backward) return without_empty_kernels({{"float", up}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3, kRopeDims)}, {"type_as", down}});
+  return without_empty_kernels({{"type_as.grad", up}, {"complex_mul.grad", aten_strided(n * kFp32, n * kFp32, n / 2, 3, kRopeDims)}, {"float.grad", down}});
 }
 
 NamedKernels compiled_rope_kernels(double n, double e, bool backward) {
@@ -63,13 +67,14 @@ NamedKernels compiled_rope_kernels(double n, double e, bool backward) {
   // ATen for them): the complex product stays ATen's strided kernel between two generated
   // casts; each way the same three kernels.
   (void)backward;
-  return {{"to_float", {n * e, n * kFp32}}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3)}, {"to_dtype", {n * kFp32, n * e}}};
+  return {{"to_float", {n * e, n * kFp32}}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3, kRopeDims)}, {"to_dtype", {n * kFp32, n * e}}};
 }
 
 NamedKernels repeat_kv_kernels(double kv_elems, double q_elems, double e, bool aten) {
   // expand + reshape materializes each of K and V at the query heads' width: ATen's strided
-  // copy, or one generated (vectorized) copy under torch.compile.
-  const ElementwiseOp copy = aten ? aten_strided(kv_elems * e, q_elems * e, q_elems, 2) : ElementwiseOp{kv_elems * e, q_elems * e};
+  // copy over [tokens x kv heads, repeats, head_dim] (the repeats' stride 0 keeps three
+  // dimensions), or one generated (vectorized) copy under torch.compile.
+  const ElementwiseOp copy = aten ? aten_strided(kv_elems * e, q_elems * e, q_elems, 2, 3) : ElementwiseOp{kv_elems * e, q_elems * e};
   return {{"k", copy}, {"v", copy}};
 }
 

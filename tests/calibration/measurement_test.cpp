@@ -491,6 +491,13 @@ TEST_CASE("An elementwise row gives its traffic, and its elements where ATen's l
   // The legacy strided loop is priced by its operands; no other loop takes them.
   const auto strided = parse(R"([{"kind": "elementwise", "bytes_read": 8, "bytes_written": 8, "elements": 4, "loop": "strided", "operands": 3, "time_us": 1}])");
   CHECK(strided[0].elementwise.operands == 3);
+  CHECK(strided[0].elementwise.dims == 2);  // absent: a broadcast over rows or columns
+  CHECK(parse(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "strided", "operands": 2, "dims": 3, "time_us": 1}])")[0]
+            .elementwise.dims == 3);
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "strided", "operands": 2, "dims": 26, "time_us": 1}])") ==
+        "$.measurements[0].dims: the offset calculator's dimensions: 1 to 25 (ATen's limit)");
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "cast", "dims": 3, "time_us": 1}])") ==
+        "$.measurements[0].dims: only a strided loop is priced by its dims");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "strided", "time_us": 1}])") ==
         "$.measurements[0].operands: a strided loop needs its operands: the output and its strided inputs, 2 to 16");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "strided", "operands": 1, "time_us": 1}])").starts_with(

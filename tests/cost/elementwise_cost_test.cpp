@@ -135,6 +135,26 @@ TEST_CASE("ATen's legacy strided loop pays per operand: a third operand costs ha
   CHECK(loop_sm_elements_per_ps({ElementLoop::strided, n, 3, 2}, hw.elementwise) == Approx(hw.elementwise.strided_sm_operands_per_ps / 3));
 }
 
+TEST_CASE("Each dimension the strided loop's offset calculator keeps past two costs the same share more", "[cost][elementwise]") {
+  const HardwareSpec& hw = h100();
+  REQUIRE(hw.elementwise.strided_dimension_cost > 0);
+  const double n = 64 * kMiB, overhead_us = to_us(hw.elementwise.block_overhead);
+  // repeat_kv's expand copy: 2 operands, bf16, a quarter of the bytes read.
+  const auto us = [&](int dims) {
+    ElementwiseOp copy{n / 2, 2 * n, n, ElementLoop::strided, 2};
+    copy.dims = dims;
+    return kernel_alone_us(copy) - overhead_us;
+  };
+  const double c = hw.elementwise.strided_dimension_cost;
+  CHECK(us(3) == Approx((1 + c) * us(2)).epsilon(0.01));
+  CHECK(us(5) - us(4) == Approx(us(4) - us(3)).epsilon(0.02));  // linear in the dimensions
+  CHECK(us(1) == Approx(us(2)).epsilon(1e-9));                     // one dimension costs what two do
+  // A streamed copy does not care how its input was laid out.
+  ElementwiseOp streamed{n / 2, 2 * n};
+  streamed.dims = 5;
+  CHECK(kernel_alone_us(streamed) == Approx(kernel_alone_us(ElementwiseOp{n / 2, 2 * n})).epsilon(1e-9));
+}
+
 TEST_CASE("ATen's index, scatter and cat kernels take time in proportion to their elements at their own rates", "[cost][elementwise]") {
   const HardwareSpec& hw = h100();
   const double n = 64 * kMiB, overhead_us = to_us(hw.elementwise.block_overhead);

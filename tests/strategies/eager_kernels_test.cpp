@@ -154,6 +154,7 @@ TEST_CASE("torchtitan's repeat_kv copies K and V out to the query heads, and bac
     const auto& k = std::get<ElementwiseOp>(fwd.op(copies[0]).payload);
     CHECK(k.bytes_written == Approx(4 * k.bytes_read));  // to 4x the heads
     CHECK(k.loop == (aten ? ElementLoop::strided : ElementLoop::vectorized));
+    if (aten) CHECK(k.dims == 3);  // [tokens x kv heads, repeats, head_dim]: the repeats' stride 0 keeps three
     const auto sums = named_on_rank0(bwd, "attention.repeat_kv.backward.");
     REQUIRE(sums.size() == 2);
     if (aten) {

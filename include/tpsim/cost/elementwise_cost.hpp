@@ -41,6 +41,7 @@ struct LoopWork {
   double elements = 0;
   int operands = 0;
   double output_element_bytes = 0;
+  int dims = 2;  // the strided loop's dimensions after merging
 };
 // Elements one SM puts through the loop per ps; 0: streams (vectorized, or a loop with no rate).
 double loop_sm_elements_per_ps(const LoopWork& w, const ElementwiseSpec& ew);

@@ -52,8 +52,11 @@ struct ElementwiseOp {  // memory-bound SM kernel (local copy, reduction)
   double elements = 0;  // the output's elements, for an unvectorized loop's per-element cost
   ElementLoop loop = ElementLoop::vectorized;
   // A `strided` loop's operands: the output and every input whose offset it computes for each
-  // element (an expanded copy 2, a product with a broadcast operand 3).
+  // element (an expanded copy 2, a product with a broadcast operand 3), and the dimensions its
+  // offset calculator keeps once TensorIterator has merged what it can (a product with a
+  // per-row operand 2; repeat_kv's expand 3).
   int operands = 0;
+  int dims = 2;
 };
 struct ReduceOp {  // sums `inputs` stacked partials (each `out_bytes`) into one output, fp32 accumulation
   int inputs = 0;

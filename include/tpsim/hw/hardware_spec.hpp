@@ -220,6 +220,7 @@ struct ElementwiseSpec {
   // modelled (such kernels stream at the vectorized rate).
   double cast_sm_elements_per_ps = 0;
   double strided_sm_operands_per_ps = 0, strided_wide_sm_operands_per_ps = 0;
+  double strided_dimension_cost = 0;  // an offset's extra cost per dimension past two, as a fraction of a 2-D one
   double index_sm_elements_per_ps = 0, scatter_sm_elements_per_ps = 0, cat_sm_elements_per_ps = 0;
 };
 

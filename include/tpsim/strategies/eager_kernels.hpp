@@ -26,8 +26,9 @@ using NamedKernels = std::vector<std::pair<std::string, ElementwiseOp>>;
 
 // A kernel in one of ATen's loops that is bound by instructions per output element.
 ElementwiseOp aten_kernel(ElementLoop loop, double read, double written, double elements);
-// ATen's legacy (strided) loop over `operands` tensors (the output and each strided input).
-ElementwiseOp aten_strided(double read, double written, double elements, int operands);
+// ATen's legacy (strided) loop over `operands` tensors (the output and each strided input), with
+// `dims` dimensions left after TensorIterator merges what it can.
+ElementwiseOp aten_strided(double read, double written, double elements, int operands, int dims = 2);
 // Drops the kernels that move nothing (x.float() of an fp32 tensor is no kernel).
 NamedKernels without_empty_kernels(NamedKernels k);
 
