@@ -178,9 +178,10 @@ ElementwiseOp parse_elementwise_kernel(const ObjectReader& r) {
     fail_at(r.child_path("elements"), fmt::format("missing: a {} loop is priced per element", loop));
   }
   if (e.loop == ElementLoop::strided) {
-    // The legacy loop computes an offset per operand and element: its cost follows them.
-    const std::int64_t n = r.has("operands") ? r.positive_int("operands") : 0;
-    if (n < 2 || n > 16) fail_at(r.child_path("operands"), "a strided loop needs its operands: the output and its strided inputs, 2 to 16");
+    // The legacy loop computes an offset per operand and element: its cost follows them. Absent
+    // (rows written before they were counted): 3, a binary op with a broadcast operand.
+    const std::int64_t n = r.has("operands") ? r.positive_int("operands") : 3;
+    if (n < 2 || n > 16) fail_at(r.child_path("operands"), "a strided loop's operands: the output and its strided inputs, 2 to 16");
     e.operands = static_cast<int>(n);
     if (r.has("dims")) {  // absent: 2, a broadcast over rows or columns
       const std::int64_t d = r.positive_int("dims");
