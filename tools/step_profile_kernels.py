@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-from torch_op_bench import write_measurements  # the op bench beside this file: the same file format
+from torch_op_bench import elementwise_row, write_measurements  # the op bench beside this file: the same file format
 
 # Kernels that carry no row and may sit anywhere between the ones that do.
 SKIP = re.compile(r"Memset|nvjet|gemm|cudnn|flash|conj_kernel|Memcpy|dot_do_o|convert_dq")
@@ -40,15 +40,7 @@ def layer_sequences(c):
     strided = r"^void at::native::elementwise_kernel<128"
     vec = r"vectorized_elementwise_kernel"
 
-    def ew(name, read, written, elements=None, loop="vectorized", operands=None, dims=2):
-        row = {"kind": "elementwise", "name": name, "bytes_read": read, "bytes_written": written}
-        if loop != "vectorized":
-            row |= {"elements": elements, "loop": loop}
-        if operands:  # the legacy strided loop: the output and its strided inputs, and its dimensions
-            row["operands"] = operands
-            if dims != 2:
-                row["dims"] = dims
-        return row
+    ew = elementwise_row
 
     # RoPE's table broadcasts over batch and heads: 4 dimensions, 3 at batch 1.
     rope_dims = 4 if c["batch"] > 1 else 3

@@ -53,6 +53,21 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
+def elementwise_row(name, read, written, elements=None, loop="vectorized", operands=None, dims=2, source=None):
+    """One element-wise kernel as a tpsim measurement row: its traffic, and for ATen's unvectorized
+    loops its output elements and loop; a strided loop's operands, and its dimensions where not 2."""
+    row = {"kind": "elementwise", "name": name, "bytes_read": read, "bytes_written": written}
+    if loop != "vectorized":
+        row |= {"elements": elements, "loop": loop}
+    if operands:
+        row["operands"] = operands
+        if dims != 2:
+            row["dims"] = dims
+    if source:
+        row["source"] = source
+    return row
+
+
 def write_measurements(path, hardware, description, rows):
     """A tpsim measurement file (format, hardware, description, rows), written atomically."""
     doc = {"format": "tpsim-measurements", "hardware": hardware, "description": description, "measurements": rows}
@@ -333,11 +348,9 @@ def indexing_shape_rows(b, torch, quick, tokens, hidden):
          joined * 2, joined * 2, joined, "cat"),
     ]
     for name, op, fn, read, written, elements, loop in (cases if not quick else cases[:2]):
-        row = {"kind": "elementwise", "name": f"{name} bf16, {tokens} tokens x {hidden}", "bytes_read": read, "bytes_written": written,
-               "elements": elements, "loop": loop, "source": src.format(op=op)}
-        if loop == "strided":  # the output, the rows and the per-row scores
-            row["operands"] = 3
-        b.add(row, b.flushed(fn), keep=not_flush)
+        operands = 3 if loop == "strided" else None  # the output, the rows and the per-row scores
+        b.add(elementwise_row(f"{name} bf16, {tokens} tokens x {hidden}", read, written, elements, loop, operands,
+                              source=src.format(op=op)), b.flushed(fn), keep=not_flush)
     del x, routed, gathered, summed, permuted, routed32, q
 
 
@@ -370,12 +383,8 @@ def strided_rows(b, torch, quick):
                  2 * n * e + width * e, n * e, 4, 2),
             ]
             for what, op, fn, read, written, operands, dims in cases:
-                row = {"kind": "elementwise", "name": f"{what} {name}, {rows} x {width}", "bytes_read": read,
-                       "bytes_written": written, "elements": n, "loop": "strided", "operands": operands,
-                       "source": src.format(op=op)}
-                if dims != 2:
-                    row["dims"] = dims
-                b.add(row, b.flushed(fn), keep=not_flush)
+                b.add(elementwise_row(f"{what} {name}, {rows} x {width}", read, written, n, "strided", operands, dims,
+                                      src.format(op=op)), b.flushed(fn), keep=not_flush)
             del x, y, w, r, kv
         torch.cuda.empty_cache()
 
@@ -390,26 +399,22 @@ def strided_dims_rows(b, torch, quick):
            "L2 overwritten before each call, CUPTI kernel time")
     t = 16384 if not quick else 1024
     kv = torch.randn(t, 8, 1, 128, device=dev, dtype=bf16)
-    row = torch.randn(t // 4, 1, 4096, device=dev, dtype=bf16)
+    line = torch.randn(t // 4, 1, 4096, device=dev, dtype=bf16)
     w = torch.randn(1, 4096, device=dev, dtype=bf16)
     cube = torch.randn(t // 16, 1, 8, 1, 128, device=dev, dtype=bf16)
     cases = [
         ("repeat_kv's expand (3 dims, 128 inner)", "kv.expand(-1, -1, 4, -1).reshape(t, 32, 128)",
-         lambda: kv.expand(-1, -1, 4, -1).reshape(t, 32, 128), t * 8 * 128, t * 32 * 128),
-        ("a row repeated 4 times (3 dims, 4,096 inner)", "row.expand(-1, 4, -1).reshape(t, 4096)",
-         lambda: row.expand(-1, 4, -1).reshape(t, 4096), t // 4 * 4096, t * 4096),
-        ("a broadcast row (2 dims)", "w.expand(t, -1).contiguous()", lambda: w.expand(t, -1).contiguous(), 4096, t * 4096),
+         lambda: kv.expand(-1, -1, 4, -1).reshape(t, 32, 128), t * 8 * 128, t * 32 * 128, 3),
+        ("a row repeated 4 times (3 dims, 4,096 inner)", "line.expand(-1, 4, -1).reshape(t, 4096)",
+         lambda: line.expand(-1, 4, -1).reshape(t, 4096), t // 4 * 4096, t * 4096, 3),
+        ("a broadcast row (2 dims)", "w.expand(t, -1).contiguous()", lambda: w.expand(t, -1).contiguous(), 4096, t * 4096, 2),
         ("an expand over two axes (5 dims)", "cube.expand(-1, 4, -1, 4, -1).reshape(t // 16, 4, 32, 128)",
-         lambda: cube.expand(-1, 4, -1, 4, -1).reshape(t // 16, 4, 32, 128), t // 16 * 8 * 128, t * 8 * 128),
+         lambda: cube.expand(-1, 4, -1, 4, -1).reshape(t // 16, 4, 32, 128), t // 16 * 8 * 128, t * 8 * 128, 5),
     ]
-    for (what, op, fn, read_elems, out_elems), dims in zip(cases if not quick else cases[:1], (3, 3, 2, 5)):
-        row = {"kind": "elementwise", "name": f"expand copy: {what} bf16, {out_elems} elements", "bytes_read": read_elems * e,
-               "bytes_written": out_elems * e, "elements": out_elems, "loop": "strided", "operands": 2,
-               "source": src.format(op=op)}
-        if dims != 2:
-            row["dims"] = dims
-        b.add(row, b.flushed(fn), keep=not_flush)
-    del kv, row, w, cube
+    for what, op, fn, read_elems, out_elems, dims in (cases if not quick else cases[:1]):
+        b.add(elementwise_row(f"expand copy: {what} bf16, {out_elems} elements", read_elems * e, out_elems * e, out_elems,
+                              "strided", 2, dims, src.format(op=op)), b.flushed(fn), keep=not_flush)
+    del kv, line, w, cube
 
 
 def grouped_fp8_rows(b, torch, quick):

@@ -19,6 +19,10 @@ namespace {
 
 std::int64_t rows(double slots) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(slots))); }
 
+void append(std::vector<std::pair<std::string, OpPayload>>& to, const NamedKernels& ks) {
+  for (const auto& [name, op] : ks) to.push_back({name, op});
+}
+
 }  // namespace
 
 // fp8 experts follow torchao's _Float8GroupedMM (torchao/prototype/moe_training/
@@ -173,16 +177,12 @@ std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const Tra
   // Eager torchtitan wraps its experts (expert_parallel): a permutation into expert order
   // before them, the way back after them (eager_moe_kernels).
   const EagerMoeShape shape = eager_moe_shape(t, load, dtype, chunks);
-  const auto wrapper = [&](const NamedKernels& ks) {
-    if (t.aten_elementwise)
-      for (const auto& [name, op] : ks) ops.push_back({name, op});
-  };
-  wrapper(backward ? eager_moe_unpermute_kernels(shape, true) : eager_moe_permute_kernels(shape, false));
+  if (t.aten_elementwise) append(ops, backward ? eager_moe_unpermute_kernels(shape, true) : eager_moe_permute_kernels(shape, false));
   for (const auto& [n, batch] : batches)
     for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch, t.aten_elementwise, t.grouped_expert_gemm},
                                      backward, batches.size() == 1 ? "" : fmt::format(".rows{}", n)))
       ops.push_back(std::move(op));
-  wrapper(backward ? eager_moe_permute_kernels(shape, true) : eager_moe_unpermute_kernels(shape, false));
+  if (t.aten_elementwise) append(ops, backward ? eager_moe_permute_kernels(shape, true) : eager_moe_unpermute_kernels(shape, false));
   return ops;
 }
 
@@ -218,9 +218,6 @@ MoeLayerCost simulate_moe_layer(const TrainingStepSpec& t, const HardwareSpec& h
     // weighted sum its own kernel (eager_moe_kernels); x's gradient sums the router's, the
     // gather's and (with them) the shared experts' parts.
     const EagerMoeShape shape = eager_moe_shape(t, load, dtype, 1);
-    const auto append = [](std::vector<std::pair<std::string, OpPayload>>& to, const NamedKernels& ks) {
-      for (const auto& [name, op] : ks) to.push_back({name, op});
-    };
     append(before_dispatch, eager_moe_route_kernels(shape, false));
     append(after_combine, eager_moe_combine_kernels(shape, false));
     append(before_combine_b, eager_moe_combine_kernels(shape, true));

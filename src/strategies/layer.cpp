@@ -176,7 +176,7 @@ class LayerBuilder {
     const auto [ql, kvl, kva, q, kv_up, o] = mla_widths();
     const std::int64_t elems = sh_.t * (ql + kvl);
     const std::string name = backward ? "attention.latent_norms.backward" : "attention.latent_norms";
-    if (aten_norm()) {
+    if (sc_.workload.aten_norm()) {
       // Each latent is its own norm: rows of ql, then of kvl elements.
       for (const auto& [latent, width] : {std::pair<const char*, std::int64_t>{"q", ql}, {"kv", kvl}})
         if (width > 0) kernels(name + "." + latent, aten_rmsnorm_kernels(double(sh_.t * width), double(sh_.t), sh_.e, backward));
@@ -254,7 +254,7 @@ class LayerBuilder {
   // compile fuses each residual add with the norm after it (one pass writing both);
   // without it the norm reads the residual's output again.
   void norm(const std::string& name, std::int64_t elems) {
-    if (aten_norm()) return kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, false));
+    if (sc_.workload.aten_norm()) return kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, false));
     if (!sc_.workload.compile) local(name, elems, elems);
   }
   // Linears that read one input (wq, wk, wv; w1, w3) each give autograd a gradient of it, which
@@ -268,7 +268,7 @@ class LayerBuilder {
   // Eager autograd then adds the norm path's input gradient to the residual path's: a kernel
   // of its own (compiled and fused kernels fold it in).
   void norm_backward(const std::string& name, std::int64_t elems) {
-    if (aten_norm()) kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, true));
+    if (sc_.workload.aten_norm()) kernels(name, aten_rmsnorm_kernels(double(elems), double(sh_.tr), sh_.e, true));
     else local(name, 3 * elems, elems);
     if (sc_.workload.aten_elementwise) local(name + ".add_residual_grad", 2 * elems, elems);
   }
@@ -308,8 +308,6 @@ class LayerBuilder {
     if (backward) local("ffn.silu_mul.backward", 3 * sh_.t * sh_.f, 2 * sh_.t * sh_.f);
     else local("ffn.silu_mul", 2 * sh_.t * sh_.f, sh_.t * sh_.f);
   }
-  // Eager PyTorch's op-by-op RMSNorm (torchtitan's own, or nn.RMSNorm before PyTorch 2.9).
-  bool aten_norm() const { return sc_.workload.aten_elementwise && !sc_.workload.fused_norm; }
   void kernels(const std::string& name, const NamedKernels& ks) {
     for (int r : ranks_)
       for (const auto& [k, op] : ks) dag_.add(r, kCompute, prefix_ + name + "." + k, op);
