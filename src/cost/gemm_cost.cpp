@@ -55,12 +55,10 @@ Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms) {
 }
 
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
-  const GroupedGemmSpec& grouped = hw.gemm.grouped;
-  if (p.grouped && grouped.present() && grouped.large_tile.serves(p.dtype)) {
-    // PyTorch's dispatch on the groups' shape (GroupMM.cu dispatch_bf16_grouped_kernel_on_tile_size).
-    const bool small = p.m <= grouped.small_dimension || p.n <= grouped.small_dimension;
-    return make_plan(p, small ? grouped.small_tile : grouped.large_tile, 1);
-  }
+  if (const GroupedGemmSpec* grouped = p.grouped ? hw.gemm.grouped_for(p.dtype) : nullptr)
+    // PyTorch's dispatch on the groups' shape (GroupMM.cu dispatch_bf16_grouped_kernel_on_tile_size,
+    // ScaledGroupMM.cu dispatch_fp8_grouped_gemm_on_tile_size).
+    return make_plan(p, grouped->tile_for(p.m, p.n, p.k), 1);
   GemmPlan best;
   Tick best_time = kTickMax;
   for (const GemmTile& tile : hw.gemm.tiles) {

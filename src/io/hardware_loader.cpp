@@ -247,6 +247,24 @@ Json resolve_base(const Json& j, const std::string& dir, int depth) {
   return merged;
 }
 
+// One of PyTorch's grouped GEMM kernels: its tiles are one family (they serve the same dtypes).
+void parse_grouped(const ObjectReader& g, GroupedGemmSpec& out) {
+  out.small_tile = parse_tile(g.at("small_tile"), g.child_path("small_tile"));
+  out.large_tile = parse_tile(g.at("large_tile"), g.child_path("large_tile"));
+  if (out.small_tile.dtypes != out.large_tile.dtypes)
+    fail_at(g.path(), "small_tile and large_tile must serve the same dtypes (one kernel family)");
+  const Quantities q(g);
+  out.small_dimension = q.count("small_dimension");
+  if (g.has("large_problem_tile") != g.has("large_problem_dimension"))
+    fail_at(g.path(), "give \"large_problem_tile\" and \"large_problem_dimension\" together");
+  if (!g.has("large_problem_tile")) return;
+  out.large_problem_tile = parse_tile(g.at("large_problem_tile"), g.child_path("large_problem_tile"));
+  if (out.large_problem_tile.dtypes != out.large_tile.dtypes)
+    fail_at(g.path(), "large_problem_tile and large_tile must serve the same dtypes (one kernel family)");
+  out.large_problem_dimension = q.count("large_problem_dimension");
+  if (out.large_problem_dimension < 1) fail_at(g.child_path("large_problem_dimension"), "must be at least 1");
+}
+
 }  // namespace
 
 HardwareSpec parse_hardware(const Json& j, const std::string& src) {
@@ -270,7 +288,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (peak.has(std::string(dtype_name(d))))
       hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
 
-  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth", "grouped"});
+  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth", "grouped", "scaled_grouped"});
   const Json& tiles = gemm.array("tiles");
   if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
   for (std::size_t i = 0; i < tiles.size(); ++i)
@@ -288,15 +306,11 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.gemm.l2_load_bytes_per_ps_per_sm = gq.get("l2_load_bandwidth", "bandwidth");
   hw.gemm.max_split_k = gq.count("max_split_k", 1024);
   hw.gemm.min_split_k_depth = gq.count("min_split_k_depth");
-  if (gemm.has("grouped")) {
-    const ObjectReader g = gemm.object("grouped", {"small_tile", "large_tile", "small_dimension"});
-    hw.gemm.grouped.small_tile = parse_tile(g.at("small_tile"), g.child_path("small_tile"));
-    hw.gemm.grouped.large_tile = parse_tile(g.at("large_tile"), g.child_path("large_tile"));
-    if (hw.gemm.grouped.small_tile.dtypes != hw.gemm.grouped.large_tile.dtypes)
-      fail_at(g.path(), "small_tile and large_tile must serve the same dtypes (one kernel family)");
-    const Quantities q(g);
-    hw.gemm.grouped.small_dimension = q.count("small_dimension");
-  }
+  for (const char* key : {"grouped", "scaled_grouped"})
+    if (gemm.has(key)) parse_grouped(gemm.object(key, {"small_tile", "large_tile", "small_dimension", "large_problem_tile", "large_problem_dimension"}),
+                                     key == std::string("grouped") ? hw.gemm.grouped : hw.gemm.scaled_grouped);
+  if (hw.gemm.grouped.present() && hw.gemm.scaled_grouped.present() && (hw.gemm.grouped.large_tile.dtypes & hw.gemm.scaled_grouped.large_tile.dtypes))
+    fail_at(gemm.child_path("scaled_grouped"), "serves a dtype gemm.grouped serves: each dtype has one grouped kernel");
 
   const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth", "capacity", "framework_reserved"});
   const Quantities mq(mem);

@@ -65,7 +65,11 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
     cast_op(name + ".backward.cast_grad_output_columns", out, 2);
     column_major(name + ".backward.input_column_major", in);
     cast_op(name + ".backward.cast_input_columns", in, 2);
-    ops.push_back({name + ".backward_weight" + tag, GemmOp{{k, n, g.rows, g.linear, g.batch, g.grouped}}});
+    // torchao's fp8 weight gradient is grad_output^T x input ([n x k] per expert, transposed
+    // after); autograd's bf16 one input^T x grad_output. A grouped kernel's fixed tile sees the difference.
+    const bool output_first = g.grouped && g.linear == Dtype::fp8;
+    ops.push_back({name + ".backward_weight" + tag,
+                   GemmOp{{output_first ? n : k, output_first ? k : n, g.rows, g.linear, g.batch, g.grouped}}});
   };
   // The activation between them: eager SwiGLU's silu and mul kernels, or one fused pass.
   const auto activation = [&](const std::string& name) {

@@ -209,12 +209,37 @@ TEST_CASE("PyTorch's grouped GEMM runs the tile its dispatch fixes, so it never 
   const GemmPlan small = plan_gemm({96, 1408, 2048, Dtype::bf16, 8, true}, hw);
   CHECK(small.tile.m == hw.gemm.grouped.small_tile.m);
   CHECK(small.tile.k == hw.gemm.grouped.small_tile.k);
-  // The grouped kernel is bf16's: fp8 experts, and hardware without the kernel, plan as batched.
-  const GemmPlan fp8 = plan_gemm({12288, 1408, 2048, Dtype::fp8, 8, true}, hw);
-  CHECK(fp8.blocks == plan_gemm({12288, 1408, 2048, Dtype::fp8, 8}, hw).blocks);
+  // Hardware without the kernel plans a grouped problem as batched.
   HardwareSpec without = hw;
   without.gemm.grouped = {};
   CHECK(kernel_alone_us(GemmOp{p}, without) == Approx(kernel_alone_us(GemmOp{batched}, hw)).epsilon(1e-9));
+}
+
+TEST_CASE("fp8 grouped GEMMs take torch._scaled_grouped_mm's tiles, by the groups' shape", "[cost][gemm]") {
+  const HardwareSpec& hw = h100();
+  REQUIRE(hw.gemm.scaled_grouped.present());
+  const auto tile_of = [&](std::int64_t m, std::int64_t n, std::int64_t k) { return plan_gemm({m, n, k, Dtype::fp8, 8, true}, hw).tile; };
+  // ScaledGroupMM.cu: groups of at most 128 rows or columns take the ping-pong 64x128x128 ...
+  CHECK(tile_of(96, 1408, 2048).m == 64);
+  CHECK(tile_of(2048, 128, 4096).k == 128);
+  // ... groups where two of M, N, K reach 2,048 the 256x128x128 tile ...
+  CHECK(tile_of(6144, 1408, 2048).m == 256);
+  CHECK(tile_of(1536, 2048, 2048).m == 256);
+  // ... every other the 128x256x64 one (DeepSeek-V3 16B's 1,536-row groups: K 2,048, N 1,408).
+  const GemmTile mid = tile_of(1536, 1408, 2048);
+  CHECK(mid.m == 128);
+  CHECK(mid.n == 256);
+  CHECK(mid.k == 64);
+  // bf16 keeps its own kernel, which has no large-problem tile.
+  CHECK(plan_gemm({6144, 1408, 2048, Dtype::bf16, 8, true}, hw).tile.m == 128);
+  // Twice the rows per group on a full grid: twice the tiles, about twice the time.
+  const double t6144 = kernel_alone_us(GemmOp{{6144, 1408, 2048, Dtype::fp8, 8, true}}, hw);
+  const double t12288 = kernel_alone_us(GemmOp{{12288, 1408, 2048, Dtype::fp8, 8, true}}, hw);
+  CHECK(t12288 == Approx(2 * t6144).epsilon(0.05));
+  // Without the fp8 kernel in the hardware file, fp8 grouped problems plan as batched.
+  HardwareSpec without = hw;
+  without.gemm.scaled_grouped = {};
+  CHECK(plan_gemm({12288, 1408, 2048, Dtype::fp8, 8, true}, without).blocks == plan_gemm({12288, 1408, 2048, Dtype::fp8, 8}, hw).blocks);
 }
 
 TEST_CASE("The GEMM planner remembers each problem's plan and gives what plan_gemm gives", "[cost][gemm]") {

@@ -103,5 +103,12 @@ TEST_CASE("A hardware file with the old single strided rate says what replaced i
   Json mixed = shipped;
   mixed["gemm"]["grouped"]["small_tile"]["dtypes"] = Json::array({"fp16"});
   CHECK(error_of(mixed) == "$.gemm.grouped: small_tile and large_tile must serve the same dtypes (one kernel family)");
+  // The fp8 kernel's large-problem tile comes with its threshold, and no dtype has two grouped kernels.
+  Json lone = shipped;
+  lone["gemm"]["scaled_grouped"].erase("large_problem_dimension");
+  CHECK(error_of(lone) == "$.gemm.scaled_grouped: give \"large_problem_tile\" and \"large_problem_dimension\" together");
+  Json twice = shipped;
+  for (const char* t : {"small_tile", "large_tile", "large_problem_tile"}) twice["gemm"]["scaled_grouped"][t]["dtypes"] = Json::array({"bf16"});
+  CHECK(error_of(twice) == "$.gemm.scaled_grouped: serves a dtype gemm.grouped serves: each dtype has one grouped kernel");
   CHECK(error_of(shipped).empty());
 }

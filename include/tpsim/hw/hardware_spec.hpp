@@ -32,14 +32,25 @@ struct GemmTile {
   bool serves(Dtype d) const { return (dtypes >> static_cast<int>(d)) & 1u; }
 };
 
-// PyTorch's grouped GEMM (torch._grouped_mm, bf16: a CUTLASS grouped kernel,
-// aten/src/ATen/native/cuda/GroupMM.cu): its tile is fixed by the groups' shape, not chosen
-// by a heuristic (small_tile where a group has at most `small_dimension` rows or columns,
-// otherwise large_tile), no split-K, every group's tiles in one persistent grid.
+// PyTorch's grouped GEMMs (torch._grouped_mm, bf16: aten/src/ATen/native/cuda/GroupMM.cu;
+// torch._scaled_grouped_mm, fp8: ScaledGroupMM.cu): CUTLASS grouped kernels whose tile is
+// fixed by the groups' shape, not chosen by a heuristic: small_tile where a group has at
+// most `small_dimension` rows or columns; else large_problem_tile where the file gives one
+// and at least two of a group's M, N, K reach `large_problem_dimension` (the fp8 kernel's
+// "large" groups with fast accumulation); otherwise large_tile. No split-K, every group's
+// tiles in one persistent grid.
 struct GroupedGemmSpec {
-  GemmTile small_tile, large_tile;
+  GemmTile small_tile, large_tile, large_problem_tile;
   std::int64_t small_dimension = 0;
+  std::int64_t large_problem_dimension = 0;  // 0: no large-problem tile
   bool present() const { return large_tile.m > 0; }
+  bool serves(Dtype d) const { return present() && large_tile.serves(d); }
+  const GemmTile& tile_for(std::int64_t m, std::int64_t n, std::int64_t k) const {
+    if (m <= small_dimension || n <= small_dimension) return small_tile;
+    const std::int64_t d = large_problem_dimension;
+    const bool large = d > 0 && ((m >= d && k >= d) || (m >= d && n >= d) || (k >= d && n >= d));
+    return large ? large_problem_tile : large_tile;
+  }
 };
 
 struct GemmSpec {
@@ -52,7 +63,14 @@ struct GemmSpec {
   double l2_load_bytes_per_ps_per_sm = 0;
   int max_split_k = 1;
   long long min_split_k_depth = 0;  // smallest K slice a split may get
-  GroupedGemmSpec grouped;          // absent: grouped GEMMs are planned as batched ones
+  GroupedGemmSpec grouped;          // torch._grouped_mm's kernel; absent: grouped GEMMs are planned as batched ones
+  GroupedGemmSpec scaled_grouped;   // torch._scaled_grouped_mm's (fp8); absent likewise
+  // The grouped kernel family serving this dtype, or nullptr.
+  const GroupedGemmSpec* grouped_for(Dtype d) const {
+    if (grouped.serves(d)) return &grouped;
+    if (scaled_grouped.serves(d)) return &scaled_grouped;
+    return nullptr;
+  }
 };
 
 struct MemorySpec {
