@@ -1,6 +1,7 @@
 #include "tpsim/cost/gemm_cost.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 namespace tpsim {
 
@@ -13,11 +14,25 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
   plan.dtype = p.dtype;
   plan.tile = tile;
   plan.split_k = split_k;
-  plan.tiles = p.batch * ceil_div(p.m, tile.m) * ceil_div(p.n, tile.n);
+  const auto k_slice = [&](std::int64_t k) { return ceil_div(ceil_div(k, split_k), tile.k) * tile.k; };
+  double k_per_block = static_cast<double>(k_slice(p.k));
+  if (p.ragged() && !p.ragged_k) {
+    plan.tiles = 0;
+    for (std::int64_t m : p.group_sizes) plan.tiles += ceil_div(m, tile.m) * ceil_div(p.n, tile.n);
+  } else {
+    plan.tiles = p.batch * ceil_div(p.m, tile.m) * ceil_div(p.n, tile.n);
+  }
+  if (p.ragged() && p.ragged_k) {
+    // Groups of unequal depth: every block is charged the mean padded depth, so the kernel's
+    // work is conserved and the persistent grid spreads it evenly.
+    double sum = 0;
+    for (std::int64_t k : p.group_sizes) sum += static_cast<double>(k_slice(k));
+    k_per_block = sum / static_cast<double>(p.group_sizes.size());
+  }
   plan.blocks = plan.tiles * split_k;
-  const std::int64_t k_slice = ceil_div(ceil_div(p.k, split_k), tile.k) * tile.k;
-  plan.flops_per_block = 2.0 * tile.m * tile.n * static_cast<double>(k_slice);
-  const double mn = static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n);
+  plan.flops_per_block = 2.0 * tile.m * tile.n * k_per_block;
+  const double mn = p.ragged_k || !p.ragged() ? static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n)
+                                               : p.ragged_total() * static_cast<double>(p.n);
   plan.hbm_bytes = dtype_bytes(p.dtype) * p.operand_elements();
   // Split-K writes fp32 partials and reads them back in the reduction.
   if (split_k > 1) plan.hbm_bytes += 2.0 * 4.0 * mn * split_k;
@@ -26,6 +41,16 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
 }
 
 }  // namespace
+
+GemmProblem ragged_grouped_problem(const std::vector<std::int64_t>& sizes, std::int64_t m, std::int64_t n, std::int64_t k, Dtype dtype,
+                                   bool ragged_k) {
+  GemmProblem p{m, n, k, dtype, static_cast<std::int64_t>(sizes.size()), true};
+  if (sizes.empty()) return p;
+  const bool equal = std::all_of(sizes.begin(), sizes.end(), [&](std::int64_t s) { return s == sizes.front(); });
+  (ragged_k ? p.k : p.m) = equal ? sizes.front() : std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) / p.batch;
+  if (!equal) p.group_sizes = sizes, p.ragged_k = ragged_k;
+  return p;
+}
 
 double tile_flops_per_ps(const GemmTile& tile, Dtype dtype, const HardwareSpec& hw) {
   const double issue_rate = hw.peak_flops_per_sm_per_ps(dtype) * tile.mainloop_efficiency;

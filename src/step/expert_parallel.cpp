@@ -19,7 +19,8 @@ namespace {
 
 std::int64_t rows(double slots) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(slots))); }
 
-void append(std::vector<std::pair<std::string, OpPayload>>& to, const NamedKernels& ks) {
+template <class Op>
+void append(std::vector<std::pair<std::string, OpPayload>>& to, const std::vector<std::pair<std::string, Op>>& ks) {
   for (const auto& [name, op] : ks) to.push_back({name, op});
 }
 
@@ -34,9 +35,21 @@ void append(std::vector<std::pair<std::string, OpPayload>>& to, const NamedKerne
 // the saved input are each copied column-major (`.t().contiguous().t()`) and cast per
 // column within each expert's rows by a Triton kernel. The Triton kernels read their
 // input twice (the amaxes, then the scaled cast).
+double ExpertGroup::total_rows() const {
+  if (expert_rows.empty()) return static_cast<double>(rows * batch);
+  double sum = 0;
+  for (std::int64_t r : expert_rows) sum += static_cast<double>(r);
+  return sum;
+}
+
 std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag) {
   const double e = dtype_bytes(g.dtype), f = dtype_bytes(g.linear), passes = g.compile ? 1 : 2;
-  const double rows = static_cast<double>(g.rows * g.batch), batch = static_cast<double>(g.batch);
+  const double rows = g.total_rows(), batch = static_cast<double>(g.batch);
+  // One GEMM of the experts: m or k is each expert's rows (ragged over unequal experts).
+  const auto problem = [&](std::int64_t m, std::int64_t n, std::int64_t k, bool rows_are_k) {
+    if (g.expert_rows.empty()) return GemmProblem{m, n, k, g.linear, g.batch, g.grouped};
+    return ragged_grouped_problem(g.expert_rows, m, n, k, g.linear, rows_are_k);
+  };
   const double act_in = rows * static_cast<double>(g.up * g.ffn) * e;
   const bool cast = g.linear != g.dtype;
   std::vector<std::pair<std::string, OpPayload>> ops;
@@ -55,12 +68,12 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
     if (!backward) {
       if (!arrives_fp8) cast_op(name + ".cast_input", in, passes);
       cast_op(name + ".cast_weight", weight, passes);
-      ops.push_back({name + tag, GemmOp{{g.rows, n, k, g.linear, g.batch, g.grouped}}});
+      ops.push_back({name + tag, GemmOp{problem(g.rows, n, k, false)}});
       return;
     }
     if (!arrives_fp8) cast_op(name + ".backward.cast_grad_output", out, passes);
     cast_op(name + ".backward.cast_weight_transposed", weight, 2);
-    ops.push_back({name + ".backward_input" + tag, GemmOp{{g.rows, k, n, g.linear, g.batch, g.grouped}}});
+    ops.push_back({name + ".backward_input" + tag, GemmOp{problem(g.rows, k, n, false)}});
     column_major(name + ".backward.grad_output_column_major", out);
     cast_op(name + ".backward.cast_grad_output_columns", out, 2);
     column_major(name + ".backward.input_column_major", in);
@@ -69,7 +82,7 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
     // after); autograd's bf16 one input^T x grad_output. A grouped kernel's fixed tile sees the difference.
     const bool output_first = g.grouped && g.linear == Dtype::fp8;
     ops.push_back({name + ".backward_weight" + tag,
-                   GemmOp{{output_first ? n : k, output_first ? k : n, g.rows, g.linear, g.batch, g.grouped}}});
+                   GemmOp{problem(output_first ? n : k, output_first ? k : n, g.rows, true)}});
   };
   // The activation between them: eager SwiGLU's silu and mul kernels, or one fused pass.
   const auto activation = [&](const std::string& name) {
@@ -176,16 +189,31 @@ std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const Tra
   const Dtype linear = t.linear_dtype.value_or(dtype);
   const ExpertLoad load = expert_load(t);
   std::map<std::int64_t, std::int64_t, std::greater<>> batches;  // rows -> experts
-  for (double x : load.rank_experts(load.busiest_rank)) ++batches[rows(x / chunks)];
+  std::vector<std::int64_t> expert_rows;                         // in expert order
+  for (double x : load.rank_experts(load.busiest_rank)) {
+    ++batches[rows(x / chunks)];
+    expert_rows.push_back(rows(x / chunks));
+  }
   std::vector<std::pair<std::string, OpPayload>> ops;
   // Eager torchtitan wraps its experts (expert_parallel): a permutation into expert order
   // before them, the way back after them (eager_moe_kernels).
   const EagerMoeShape shape = eager_moe_shape(t, load, dtype, chunks);
   if (t.aten_elementwise) append(ops, backward ? eager_moe_unpermute_kernels(shape, true) : eager_moe_permute_kernels(shape, false));
-  for (const auto& [n, batch] : batches)
-    for (auto& op : expert_group_ops(ExpertGroup{n, batch, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch, t.aten_elementwise, t.grouped_expert_gemm},
-                                     backward, batches.size() == 1 ? "" : fmt::format(".rows{}", n)))
-      ops.push_back(std::move(op));
+  const ExpertGroup group{0, 0, h, ef, up, dtype, linear, t.compile, t.moe_fp8_dispatch, t.aten_elementwise, t.grouped_expert_gemm};
+  if (t.grouped_expert_gemm && batches.size() > 1) {
+    // torchtitan's experts: one grouped GEMM over every local expert, whatever their loads.
+    ExpertGroup g = group;
+    g.batch = static_cast<std::int64_t>(expert_rows.size());
+    g.expert_rows = expert_rows;
+    g.rows = static_cast<std::int64_t>(g.total_rows()) / g.batch;
+    append(ops, expert_group_ops(g, backward, ""));
+  } else {
+    for (const auto& [n, batch] : batches) {
+      ExpertGroup g = group;
+      g.rows = n, g.batch = batch;
+      append(ops, expert_group_ops(g, backward, batches.size() == 1 ? "" : fmt::format(".rows{}", n)));
+    }
+  }
   if (t.aten_elementwise) append(ops, backward ? eager_moe_permute_kernels(shape, true) : eager_moe_unpermute_kernels(shape, false));
   return ops;
 }

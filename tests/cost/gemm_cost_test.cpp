@@ -260,3 +260,33 @@ TEST_CASE("The GEMM planner remembers each problem's plan and gives what plan_ge
   CHECK(planner.plan(grouped).tile.n == hw.gemm.grouped.large_tile.n);
   CHECK(planner.plan({12288, 1408, 2048, Dtype::fp8, 8}).dtype == Dtype::fp8);
 }
+
+TEST_CASE("a grouped GEMM over unequal groups: each group's tiles in one grid, its FLOPs conserved, never slower than a kernel per size", "[cost][gemm]") {
+  const HardwareSpec& hw = h100();
+  // One expert at 3,072 rows and seven at 1,024 (skewed routing), N 1,408, K 2,048.
+  std::vector<std::int64_t> rows{3072, 1024, 1024, 1024, 1024, 1024, 1024, 1024};
+  const GemmProblem ragged = ragged_grouped_problem(rows, 0, 1408, 2048, Dtype::bf16, false);
+  REQUIRE(ragged.ragged());
+  CHECK(ragged.batch == 8);
+  CHECK(ragged.m == (3072 + 7 * 1024) / 8);  // PyTorch's dispatch sees the mean
+  CHECK(ragged.flops() == Approx(2.0 * (3072 + 7 * 1024) * 1408 * 2048));
+  const GemmPlan plan = plan_gemm(ragged, hw);
+  CHECK(plan.tiles == (3072 / 128 + 7 * 1024 / 128) * 6);
+  // One kernel fills the SMs the two kernels' tails leave idle.
+  const double one = kernel_alone_us(GemmOp{ragged}, hw);
+  const double two = kernel_alone_us(GemmOp{{3072, 1408, 2048, Dtype::bf16, 1, true}}, hw) +
+                     kernel_alone_us(GemmOp{{1024, 1408, 2048, Dtype::bf16, 7, true}}, hw);
+  CHECK(one < two);
+  // Equal groups are the plain grouped problem.
+  const GemmProblem equal = ragged_grouped_problem(std::vector<std::int64_t>(8, 1024), 0, 1408, 2048, Dtype::bf16, false);
+  CHECK_FALSE(equal.ragged());
+  CHECK(equal.m == 1024);
+  // Ragged along K (a weight gradient over each expert's rows): the FLOPs and operand bytes of every group.
+  const GemmProblem deep = ragged_grouped_problem(rows, 2048, 1408, 0, Dtype::bf16, true);
+  CHECK(deep.k == (3072 + 7 * 1024) / 8);
+  CHECK(deep.flops() == Approx(2.0 * 2048 * 1408 * (3072 + 7 * 1024)));
+  CHECK(deep.operand_elements() == Approx((3072.0 + 7 * 1024) * (2048 + 1408) + 8.0 * 2048 * 1408));
+  const GemmPlan deep_plan = plan_gemm(deep, hw);
+  CHECK(deep_plan.tiles == 8 * (2048 / 128) * 6);
+  CHECK(deep_plan.flops_per_block * static_cast<double>(deep_plan.blocks) >= deep.flops());
+}

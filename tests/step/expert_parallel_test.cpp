@@ -309,3 +309,33 @@ TEST_CASE("torchtitan's grouped experts multiply by w1 and w3 apart and sum thei
                    "expert_gemm": "grouped_mm"}})";
   CHECK(test::scenario_error(dense).find("$.workload.expert_gemm: llama3_8b has no experts") != std::string::npos);
 }
+
+TEST_CASE("unequal experts run as one grouped GEMM, as torchtitan's offsets give them: the FLOPs of their rows", "[step][ep]") {
+  const auto ops_of = [&](const std::string& extra, bool backward) {
+    const Scenario s = parse(moe_step(2, 4, 2, R"(["tp", "ep", "fsdp"])", R"("expert_gemm": "grouped_mm", )" + extra));
+    return busiest_rank_expert_ops(s.workload.step, s.dtype, backward, 1);
+  };
+  for (bool backward : {false, true}) {
+    // Experts 0 and 1 on the busiest rank, at 3 and 1 parts: one kernel per projection, ragged.
+    const auto skewed = ops_of(R"("expert_load": [3, 1, 1, 1, 1, 1, 1, 1])", backward);
+    int gemms = 0;
+    double flops = 0;
+    for (const auto& [name, op] : skewed)
+      if (const auto* g = std::get_if<GemmOp>(&op)) {
+        ++gemms, flops += g->problem.flops();
+        CHECK(name.find(".rows") == std::string::npos);
+        CHECK(g->problem.ragged());
+        CHECK(g->problem.batch == 2);
+        CHECK(g->problem.ragged_k == (name.find("backward_weight") != std::string::npos));
+      }
+    CHECK(gemms == (backward ? 6 : 3));  // w1, w3, w2; backward each twice
+    // The same rows as batched GEMMs, one per load: the same FLOPs, in twice the kernels.
+    const Scenario s = parse(moe_step(2, 4, 2, R"(["tp", "ep", "fsdp"])", R"("expert_load": [3, 1, 1, 1, 1, 1, 1, 1])"));
+    double batched = 0;
+    int kernels = 0;
+    for (const auto& [name, op] : busiest_rank_expert_ops(s.workload.step, s.dtype, backward, 1))
+      if (const auto* g = std::get_if<GemmOp>(&op)) batched += g->problem.flops(), ++kernels;
+    CHECK(kernels == (backward ? 8 : 4));  // per load: gate and up as one GEMM, then down
+    CHECK(flops == Approx(batched).epsilon(1e-12));
+  }
+}

@@ -3,6 +3,8 @@
 // into thread blocks, and how long one block takes. Waves are NOT computed here:
 // they emerge when the block scheduler places these blocks on free SMs.
 #include <cstdint>
+#include <numeric>
+#include <vector>
 
 #include "tpsim/core/tick.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
@@ -20,15 +22,35 @@ struct GemmProblem {
   // The batch is torch._grouped_mm's groups (MoE experts back to back), run by PyTorch's
   // grouped kernel (GemmSpec::grouped), not a batched cuBLAS GEMM.
   bool grouped = false;
+  // Unequal groups of a grouped GEMM (MoE experts with unequal loads: one torch._grouped_mm
+  // over every local expert, its offsets marking each one's rows): each group's size along m,
+  // or along k where `ragged_k` (a weight gradient sums over each expert's rows). Empty:
+  // `batch` equal groups. Otherwise `batch` is their count and m (or k) their mean, rounded
+  // down, as PyTorch's dispatch computes it to pick the tile.
+  std::vector<std::int64_t> group_sizes{};
+  bool ragged_k = false;
+  bool ragged() const { return !group_sizes.empty(); }
+  // The ragged dimension summed over the groups (m or k times batch when the groups are equal).
+  double ragged_total() const {
+    if (ragged()) return static_cast<double>(std::accumulate(group_sizes.begin(), group_sizes.end(), std::int64_t{0}));
+    return static_cast<double>(batch) * static_cast<double>(ragged_k ? k : m);
+  }
   double flops() const {
-    return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    const double other = static_cast<double>(n) * static_cast<double>(ragged_k ? m : k);
+    return 2.0 * ragged_total() * other;
   }
   // A + B + C once, in elements.
   double operand_elements() const {
-    const double mm = static_cast<double>(m), nn = static_cast<double>(n), kk = static_cast<double>(k);
-    return static_cast<double>(batch) * (mm * kk + kk * nn + mm * nn);
+    const double mm = static_cast<double>(m), nn = static_cast<double>(n), kk = static_cast<double>(k), b = static_cast<double>(batch);
+    if (ragged_k) return ragged_total() * (mm + nn) + b * mm * nn;  // A and B grow with each group's k, C is per group
+    return ragged_total() * (kk + nn) + b * kk * nn;                 // A and C grow with each group's rows, B is per group
   }
 };
+
+// One grouped GEMM over groups of unequal size along m (or k, with `ragged_k`): `batch` and
+// the mean follow from the sizes; equal sizes give the plain grouped problem.
+GemmProblem ragged_grouped_problem(const std::vector<std::int64_t>& sizes, std::int64_t m, std::int64_t n, std::int64_t k, Dtype dtype,
+                                   bool ragged_k);
 
 struct GemmPlan {
   Dtype dtype = Dtype::bf16;

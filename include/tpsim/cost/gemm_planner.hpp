@@ -4,6 +4,7 @@
 // split. Same plans, same order of evaluation: the run's output does not change.
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "tpsim/cost/gemm_cost.hpp"
 
@@ -15,7 +16,7 @@ class GemmPlanner {
   const GemmPlan& plan(const GemmProblem& p);
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, bool>;
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, bool, std::vector<std::int64_t>, bool>;
   const HardwareSpec& hw_;
   std::map<Key, GemmPlan> plans_;
 };

@@ -73,6 +73,10 @@ struct ExpertGroup {
   bool fp8_dispatch = false;
   bool aten = false;  // eager: the activation as ATen's silu and mul kernels
   bool grouped = false;  // torch._grouped_mm (PyTorch's grouped kernel), not a batched GEMM
+  // Grouped, experts of unequal loads: each one's rows, in expert order (one kernel over
+  // all of them; `rows` is then their mean and `batch` their count). Empty: `batch` of `rows`.
+  std::vector<std::int64_t> expert_rows{};
+  double total_rows() const;
 };
 std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag);
 
@@ -80,7 +84,8 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
 // microbatch of `chunks`, under the routing `load` (expert_load(t)).
 EagerMoeShape eager_moe_shape(const TrainingStepSpec& t, const ExpertLoad& load, Dtype dtype, int chunks);
 // The busiest rank's experts' kernels for one microbatch (of `chunks`), forward or backward:
-// experts with the same token count batched into one grouped GEMM, the largest first; eager
+// as torchtitan runs them, one torch._grouped_mm over every local expert (`grouped_mm`), or
+// batched, experts with the same token count in one batched GEMM, the largest first; eager
 // (`"elementwise": "aten"`) between torchtitan's permutation into expert order and back.
 std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const TrainingStepSpec& t, Dtype dtype, bool backward, int chunks);
 
