@@ -27,6 +27,12 @@ SoftwareChoices parse_software(const ObjectReader& r) {
   }
   sw.nccl_nvls = r.optional_bool("nccl_nvls").value_or(true);
   sw.nccl_collnet = r.optional_bool("nccl_collnet").value_or(false);
+  if (r.has("async_tp_regions")) {
+    const std::string which = r.string("async_tp_regions");
+    if (which != "micro_pipeline" && which != "every")
+      fail_at(r.child_path("async_tp_regions"), fmt::format("unknown choice \"{}\" (micro_pipeline or every)", which));
+    sw.async_tp_every_region = which == "every";
+  }
   return sw;
 }
 
@@ -103,7 +109,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
     s.variants = workload_kind(s.workload).variants(s.workload);
   }
   if (root.has("software"))
-    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet"}));
+    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet", "async_tp_regions"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));

@@ -56,7 +56,8 @@ Json result_json(const RunResult& r) {
   j["software"] = {{"symm_mem_reduction", std::string(reduction_kernel_name(s.software.symm_mem_reduction))},
                    {"op_issue", std::string(host_issue_name(s.software.op_issue))},
                    {"nccl_nvls", s.software.nccl_nvls},
-                   {"nccl_collnet", s.software.nccl_collnet}};
+                   {"nccl_collnet", s.software.nccl_collnet},
+                   {"async_tp_regions", s.software.async_tp_every_region ? "every" : "micro_pipeline"}};
   j["results"] = Json::array();
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;

@@ -75,7 +75,7 @@ class LayerBuilder {
     if (gated_) {
       swiglu(true);
       input_grad_sums("ffn.w13.backward_input", 1);  // w1's and w3's
-      scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}});
+      scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}}, Weights::every_gemm, 2);
       weight_gradient("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     } else {
       local("ffn.gelu.backward", 2 * x.t * x.f, x.t * x.f);
@@ -93,7 +93,7 @@ class LayerBuilder {
     attention(true);
     rope(true);
     input_grad_sums("attention.qkv.backward_input", 2);  // wq's, wk's and wv's
-    scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}});
+    scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}}, Weights::every_gemm, 3);
     weight_gradient("attention.qkv.backward_weight", x.tr * x.h,
            {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}});
     norm_backward("attention.norm.backward", x.tr * x.h);
@@ -209,7 +209,24 @@ class LayerBuilder {
     }
     cast_operands(name, gemms, w, fp8 ? static_cast<double>(shard_elems) : -1);
     const double e = fp8 ? dtype_bytes(linear_dtype()) : sh_.e;
-    v_.gather(dag_, Region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * e, std::move(gemms)});
+    Region region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * e, std::move(gemms)};
+    if (!pattern_matched()) return v_.gather(dag_, region);
+    // The micro-pipeline pass fuses an all-gather with the matmuls that take the gathered
+    // tensor as their left operand (_find_consumer_matmuls); a weight gradient takes it
+    // transposed, as its contraction, and runs whole on the gathered tensor the fused op
+    // returns. With no such matmul the all-gather stays NCCL's.
+    std::vector<RegionGemm> after;
+    std::erase_if(region.gemms, [&](const RegionGemm& g) {
+      const bool contracts = g.shard.m == g.whole.m;
+      if (contracts) after.push_back(g);
+      return contracts;
+    });
+    if (region.gemms.empty()) {
+      region.gemms = std::move(after);
+      return gather_baseline(dag_, region);
+    }
+    v_.gather(dag_, region);
+    if (!after.empty()) gather_replicated(dag_, Region{region.name + ".unfused", pg_, linear_dtype(), 0, std::move(after)});
   }
   // A column-parallel linear's weight gradient: on its input gathered again (Megatron-LM's
   // sequence parallelism), or on the gathered input autograd kept from forward (PyTorch TP).
@@ -218,10 +235,22 @@ class LayerBuilder {
     cast_operands(name, gemms, Weights::none);
     gather_replicated(dag_, Region{prefix_ + name, pg_, linear_dtype(), 0, std::move(gemms)});
   }
-  void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm) {
+  // `matmuls`: how many matmuls' products the reduce-scatter sums (a column-parallel input
+  // gradient over linears sharing their input: wq, wk, wv; w1, w3), where the region's GEMMs
+  // stand for them as one.
+  void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm,
+               int matmuls = 0) {
     cast_operands(name, gemms, w);
-    v_.scatter(dag_, Region{prefix_ + name, pg_, linear_dtype(), chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction});
+    if (matmuls == 0) matmuls = static_cast<int>(gemms.size());
+    Region region{prefix_ + name, pg_, linear_dtype(), chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction};
+    // The micro-pipeline pass fuses a reduce-scatter only with the one matmul that produces
+    // its input (_find_producer_matmul); a sum of matmuls' products stays NCCL's.
+    if (pattern_matched() && matmuls > 1) return scatter_baseline(dag_, region);
+    v_.scatter(dag_, region);
   }
+  // torch.compile's micro-pipeline TP pass (torch/_inductor/fx_passes/micro_pipeline_tp.py)
+  // decides which of the layer's collectives PyTorch's async TP decomposes.
+  bool pattern_matched() const { return v_.micro_pipeline && !sc_.software.async_tp_every_region; }
   void local(const std::string& name, std::int64_t read_elems, std::int64_t write_elems) {
     for (int r : ranks_)
       dag_.add(r, kCompute, prefix_ + name, ElementwiseOp{read_elems * sh_.e, write_elems * sh_.e});

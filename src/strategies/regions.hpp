@@ -49,6 +49,10 @@ struct VariantBuilders {
   RegionBuilder scatter;     // nullptr: the variant has no reduce-scatter form
   RegionBuilder all_reduce;  // nullptr: the variant has no all-reduce form
   RegionBuilder all_to_all;  // nullptr: the variant has no all-to-all form
+  // The decomposition torch.compile's micro-pipeline TP pass puts in a model's graph
+  // (PyTorch's symmetric-memory async TP): in a layer it applies only where the pass's
+  // patterns match (strategies/layer.cpp), unless the scenario asks for every region.
+  bool micro_pipeline = false;
 };
 
 // The compute and communication streams every builder uses.

@@ -31,8 +31,8 @@ struct Variant {
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> table = {
       {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline, all_to_all_baseline}, false, true},
-      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr}, true, true},
-      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr}, true, true},
+      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr, true}, true, true},
+      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr, true}, true, true},
       {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr, nullptr}, false},
       {"ring", {gather_ring, scatter_ring, nullptr, nullptr}, false},
       {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr, nullptr}, false},
@@ -128,7 +128,10 @@ void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant)
     if (!v->builders.all_reduce) throw std::logic_error(variant + " has no all-reduce form");
     build_layers(dag, s, VariantBuilders{gather_replicated, v->builders.all_reduce, nullptr, nullptr}, pg);
   } else {
-    build_layers(dag, s, VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline, nullptr, nullptr}, pg);
+    build_layers(dag, s,
+                 VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline, nullptr, nullptr,
+                                 v->builders.micro_pipeline},
+                 pg);
   }
 }
 

@@ -144,6 +144,7 @@ import json
 t = json.load(open('$work/rs_triton.out')); a = json.load(open('$work/rs_aten.out'))
 assert t['software']['symm_mem_reduction'] == 'triton' and a['software']['symm_mem_reduction'] == 'aten_sum'
 assert t['software']['op_issue'] == 'compiled'
+assert t['software']['async_tp_regions'] == 'micro_pipeline'
 assert t['results'][0]['makespan_us'] < a['results'][0]['makespan_us']
 "; then echo "ok software echoed and used"; else echo "FAIL software choice"; fails=$((fails+1)); fi
 

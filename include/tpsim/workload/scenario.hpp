@@ -69,6 +69,9 @@ struct SoftwareChoices {
   // Whether NCCL may reduce in the network's switches (CollNet, NCCL_COLLNET_ENABLE with the
   // SHARP plugin) where the cluster has it; NCCL's default is off.
   bool nccl_collnet = false;
+  // Async TP inside a layer where torch.compile's micro-pipeline TP pass decomposes it
+  // (false), or in every TP region (true: what the pass does not do, as a what-if).
+  bool async_tp_every_region = false;
 };
 
 struct Scenario {
