@@ -121,10 +121,10 @@ class LayerBuilder {
     const auto [ql, kvl, kva, q, kv_up, o] = mla_widths();
     norm("attention.norm", x.tr * x.h);
     // The query: down and up again (wq_a, wq_b), or one wq without a query latent.
-    std::vector<RegionGemm> gemms = ql > 0 ? std::vector<RegionGemm>{{{x.t, ql, x.h}, {x.tr, ql, x.h}}, {{x.t, q, ql}, {x.tr, q, ql}}}
+    std::vector<RegionGemm> gemms = ql > 0 ? std::vector<RegionGemm>{{{x.t, ql, x.h}, {x.tr, ql, x.h}}, {{x.t, q, ql}, {x.tr, q, ql}, false}}
                                            : std::vector<RegionGemm>{{{x.t, q, x.h}, {x.tr, q, x.h}}};
     gemms.push_back({{x.t, kva, x.h}, {x.tr, kva, x.h}});
-    gemms.push_back({{x.t, kv_up, kvl}, {x.tr, kv_up, kvl}});
+    gemms.push_back({{x.t, kv_up, kvl}, {x.tr, kv_up, kvl}, false});
     gather("attention.qkv", x.tr * x.h, std::move(gemms));
     latent_norms(false);
     rope(false);
@@ -213,13 +213,14 @@ class LayerBuilder {
     if (!pattern_matched()) return v_.gather(dag_, region);
     // The micro-pipeline pass fuses an all-gather with the matmuls that take the gathered
     // tensor as their left operand (_find_consumer_matmuls); a weight gradient takes it
-    // transposed, as its contraction, and runs whole on the gathered tensor the fused op
-    // returns. With no such matmul the all-gather stays NCCL's.
+    // transposed, as its contraction, and MLA's up projections take a latent: they run whole
+    // after the fused op (on the gathered tensor it returns). With no such matmul the
+    // all-gather stays NCCL's.
     std::vector<RegionGemm> after;
     std::erase_if(region.gemms, [&](const RegionGemm& g) {
-      const bool contracts = g.shard.m == g.whole.m;
-      if (contracts) after.push_back(g);
-      return contracts;
+      const bool unfused = g.shard.m == g.whole.m || !g.reads_gathered;
+      if (unfused) after.push_back(g);
+      return unfused;
     });
     if (region.gemms.empty()) {
       region.gemms = std::move(after);

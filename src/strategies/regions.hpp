@@ -30,6 +30,10 @@ struct GemmShape {
 struct RegionGemm {
   GemmShape whole;
   GemmShape shard;
+  // In a gather region, whether its left operand is the gathered tensor itself (false: a
+  // latent computed from it, as MLA's up projections read), which is what a compiler's
+  // fusion of the all-gather with its consumers matches.
+  bool reads_gathered = true;
 };
 
 struct Region {

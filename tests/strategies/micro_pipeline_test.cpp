@@ -71,3 +71,18 @@ TEST_CASE("async_tp_regions accepts micro_pipeline or every, and says so in the 
   CHECK(scenario_error(layer_pass("forward", "all")) == "$.software.async_tp_regions: unknown choice \"all\" (micro_pipeline or every)");
   CHECK(scenario_error(layer_pass("forward", "every")).empty());
 }
+
+TEST_CASE("MLA's up projections read a latent, not the gathered input: they run whole after the fused all-gather", "[layer][async_tp][mla]") {
+  const auto r = simulate(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "attention", "tokens": 16384, "seq_len": 8192, "pass": "forward",
+                   "model": {"hidden": 7168, "ffn_hidden": 18432, "heads": 128, "kv_heads": 128, "head_dim": 192,
+                             "q_lora_rank": 1536, "kv_lora_rank": 512, "rope_head_dim": 64, "v_head_dim": 128}},
+      "variants": ["async_tp"]})");
+  const auto& run = variant(r, "async_tp");
+  // wq_a and wkv_a per shard; wq_b and wkv_b whole, once.
+  CHECK(has_op(run, "attention.qkv.matmul.shard0.0"));
+  CHECK(has_op(run, "attention.qkv.matmul.shard0.1"));
+  CHECK_FALSE(has_op(run, "attention.qkv.matmul.shard0.2"));
+  CHECK(has_op(run, "attention.qkv.unfused.matmul.0"));
+  CHECK(has_op(run, "attention.qkv.unfused.matmul.1"));
+}
