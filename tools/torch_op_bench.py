@@ -476,8 +476,45 @@ def grouped_rows(b, torch, quick):
                 for impl, fn, opname in (("grouped", grouped, op), ("bmm", batched, "torch.bmm of the same shapes")):
                     row = {"kind": "gemm", "name": f"{impl} {name} {what} {experts} x {m}x{nn}x{kk} bf16",
                            "m": m, "n": nn, "k": kk, "batch": experts, "dtype": "bf16", "source": src.format(op=opname)}
+                    if impl == "grouped":
+                        row["grouped"] = True
                     b.add(row, b.flushed(fn), keep=not_flush)
             del x, w, g, xb, gb
+        torch.cuda.empty_cache()
+    if not quick:
+        skewed_grouped_rows(b, torch)
+
+
+def skewed_grouped_rows(b, torch):
+    """torch._grouped_mm over experts of unequal loads (one hot expert), as skewed routing gives
+    torchtitan's MoE: one kernel, `offs` marking each expert's rows. Rows carry `group_sizes`
+    (along m; along k, `"ragged": "k"`, for the weight gradient); m or k is their mean rounded
+    down, as PyTorch's dispatch computes it."""
+    dev, bf16 = "cuda", torch.bfloat16
+    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
+           "unequal experts, random normal data, L2 overwritten before each call, CUPTI kernel time")
+    dim, hidden = 2048, 1408  # DeepSeek-V3 16B's w1 on one of 8 EP ranks
+    for sizes in ([12288] + [6144] * 7, [24576] + [2048] * 7):
+        experts, total = len(sizes), sum(sizes)
+        offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        x = torch.randn(total, dim, device=dev, dtype=bf16)
+        w = torch.randn(experts, hidden, dim, device=dev, dtype=bf16)
+        g = torch.randn(total, hidden, device=dev, dtype=bf16)
+        mean = total // experts
+        runs = [
+            ("forward", (mean, hidden, dim), "m", "torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)",
+             lambda x=x, w=w, offs=offs: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)),
+            ("weight gradient", (hidden, dim, mean), "k", "torch._grouped_mm(grad.t(), x, offs=offs)",
+             lambda g=g, x=x, offs=offs: torch._grouped_mm(g.t(), x, offs=offs)),
+        ]
+        for what, (m, n, k), ragged, op, fn in runs:
+            row = {"kind": "gemm", "name": f"grouped w1 {what} {experts} experts of {sizes[0]} and {sizes[1]} rows bf16",
+                   "m": m, "n": n, "k": k, "batch": experts, "grouped": True, "group_sizes": sizes, "dtype": "bf16",
+                   "source": src.format(op=op)}
+            if ragged == "k":
+                row["ragged"] = "k"
+            b.add(row, b.flushed(fn), keep=not_flush)
+        del x, w, g
         torch.cuda.empty_cache()
 
 

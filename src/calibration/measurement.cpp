@@ -86,7 +86,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
   if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
   if (names_kernel(k)) keys.push_back("kernel");
-  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped"});
+  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::reduction)
     keys.push_back("gbps");
@@ -121,6 +121,35 @@ std::int64_t dim(const ObjectReader& r, const std::string& key) {
   const std::int64_t v = r.positive_int(key);
   if (v > kMaxDimension) fail_at(r.child_path(key), fmt::format("{} is larger than the limit {}", v, kMaxDimension));
   return v;
+}
+
+// A grouped GEMM over groups of unequal size (torch._grouped_mm's offsets of unequal experts):
+// `group_sizes` along m, or along k with `"ragged": "k"` (a weight gradient); `batch` is their
+// count and m (or k) their mean rounded down, as PyTorch's dispatch computes it.
+void parse_group_sizes(const ObjectReader& r, GemmProblem& p) {
+  if (!p.grouped) fail_at(r.child_path(r.has("group_sizes") ? "group_sizes" : "ragged"), "only a \"grouped\" GEMM has groups of unequal size");
+  if (!r.has("group_sizes")) fail_at(r.child_path("ragged"), "needs \"group_sizes\"");
+  const std::string path = r.child_path("group_sizes");
+  const Json& v = r.at("group_sizes");
+  if (!v.is_array() || v.size() != static_cast<std::size_t>(p.batch))
+    fail_at(path, fmt::format("must be an array of {} sizes (one per group of \"batch\")", p.batch));
+  std::vector<std::int64_t> sizes;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 1 || v[i].get<std::int64_t>() > kMaxDimension)
+      fail_at(fmt::format("{}[{}]", path, i), fmt::format("must be a whole number from 1 to {}, got {}", kMaxDimension, v[i].dump()));
+    sizes.push_back(v[i].get<std::int64_t>());
+  }
+  bool ragged_k = false;
+  if (r.has("ragged")) {
+    const std::string dim = r.string("ragged");
+    if (dim != "m" && dim != "k") fail_at(r.child_path("ragged"), fmt::format("must be \"m\" or \"k\", got \"{}\"", dim));
+    ragged_k = dim == "k";
+  }
+  const GemmProblem g = ragged_grouped_problem(sizes, p.m, p.n, p.k, p.dtype, ragged_k);
+  const char* key = ragged_k ? "k" : "m";
+  if ((ragged_k ? p.k : p.m) != (ragged_k ? g.k : g.m))
+    fail_at(r.child_path(key), fmt::format("must be the groups' mean size rounded down, {}", ragged_k ? g.k : g.m));
+  p = g;
 }
 
 // One flash-attention kernel: batch x seq_len tokens (each sequence attends within itself),
@@ -297,6 +326,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     // torch._grouped_mm's groups: the batch runs in PyTorch's grouped kernel.
     m.gemm.grouped = r.optional_bool("grouped").value_or(false);
     if (m.gemm.grouped && m.gemm.batch < 2) fail_at(r.child_path("grouped"), "a grouped GEMM needs a \"batch\" of at least 2 groups");
+    if (r.has("group_sizes") || r.has("ragged")) parse_group_sizes(r, m.gemm);
     check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path, m.gemm.batch);
   }
   if (has_bytes(m.kind)) {
@@ -409,6 +439,10 @@ Json measurement_json(const Measurement& m) {
     j["dtype"] = std::string(dtype_name(m.gemm.dtype));
     if (m.gemm.batch > 1) j["batch"] = m.gemm.batch;
     if (m.gemm.grouped) j["grouped"] = true;
+    if (m.gemm.ragged()) {
+      j["group_sizes"] = m.gemm.group_sizes;
+      if (m.gemm.ragged_k) j["ragged"] = "k";
+    }
     if (!m.kernel.empty()) j["kernel"] = m.kernel;
   }
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;

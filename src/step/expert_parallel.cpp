@@ -78,9 +78,11 @@ std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGrou
     cast_op(name + ".backward.cast_grad_output_columns", out, 2);
     column_major(name + ".backward.input_column_major", in);
     cast_op(name + ".backward.cast_input_columns", in, 2);
-    // torchao's fp8 weight gradient is grad_output^T x input ([n x k] per expert, transposed
-    // after); autograd's bf16 one input^T x grad_output. A grouped kernel's fixed tile sees the difference.
-    const bool output_first = g.grouped && g.linear == Dtype::fp8;
+    // A grouped weight gradient is grad_output^T x input ([n x k] per expert, transposed after):
+    // autograd's for torch._grouped_mm returns it in the weight's layout, and torchtitan passes
+    // its [E, out, in] weights transposed (column-major: _grouped_mm_mat2_backward), as torchao's
+    // fp8 one computes it too. A grouped kernel's fixed tile sees the orientation.
+    const bool output_first = g.grouped;
     ops.push_back({name + ".backward_weight" + tag,
                    GemmOp{problem(output_first ? n : k, output_first ? k : n, g.rows, true)}});
   };

@@ -104,6 +104,35 @@ TEST_CASE("A batched GEMM row counts every product's FLOPs and keeps its batch t
         R"($.measurements[0].grouped: a grouped GEMM needs a "batch" of at least 2 groups)");
 }
 
+TEST_CASE("A grouped GEMM row over unequal groups gives their sizes, checked against its batch and mean", "[measurement]") {
+  // Skewed experts: one at 3,072 rows, three at 1,024; m is their mean.
+  const auto ms = parse(R"([{"kind": "gemm", "m": 1536, "n": 1408, "k": 2048, "batch": 4, "grouped": true, "dtype": "bf16",
+                             "group_sizes": [3072, 1024, 1024, 1024], "tflops": 500},
+                            {"kind": "gemm", "m": 1408, "n": 2048, "k": 1536, "batch": 4, "grouped": true, "dtype": "bf16",
+                             "group_sizes": [3072, 1024, 1024, 1024], "ragged": "k", "time_us": 50}])");
+  REQUIRE(ms.size() == 2);
+  CHECK(ms[0].gemm.ragged());
+  CHECK(ms[0].time_us == Approx(2.0 * 6144 * 1408 * 2048 / 500e12 * 1e6));
+  CHECK(ms[1].gemm.ragged_k);
+  CHECK(measurement_json(ms[0])["group_sizes"].size() == 4);
+  CHECK(measurement_json(ms[1])["ragged"] == "k");
+  CHECK(!measurement_json(ms[0]).contains("ragged"));
+  const auto row = [](const std::string& extra) {
+    return R"([{"kind": "gemm", "m": 1536, "n": 1408, "k": 2048, "batch": 4, "dtype": "bf16", "time_us": 9)" + extra + "}]";
+  };
+  CHECK(error_of(row(R"(, "group_sizes": [3072, 1024, 1024, 1024])")) ==
+        R"($.measurements[0].group_sizes: only a "grouped" GEMM has groups of unequal size)");
+  CHECK(error_of(row(R"(, "grouped": true, "group_sizes": [3072, 1024, 1024])")) ==
+        R"($.measurements[0].group_sizes: must be an array of 4 sizes (one per group of "batch"))");
+  CHECK(error_of(row(R"(, "grouped": true, "group_sizes": [3072, 1024, 0, 1024])")) ==
+        "$.measurements[0].group_sizes[2]: must be a whole number from 1 to 16777216, got 0");
+  CHECK(error_of(row(R"(, "grouped": true, "group_sizes": [4096, 1024, 1024, 1024])")) ==
+        "$.measurements[0].m: must be the groups' mean size rounded down, 1792");
+  CHECK(error_of(row(R"(, "grouped": true, "group_sizes": [3072, 1024, 1024, 1024], "ragged": "n")")) ==
+        R"($.measurements[0].ragged: must be "m" or "k", got "n")");
+  CHECK(error_of(row(R"(, "grouped": true, "ragged": "k")")) == R"($.measurements[0].ragged: needs "group_sizes")");
+}
+
 TEST_CASE("A row timed by CUDA events holds the launch gap after its start event, a kernel-timed one does not", "[measurement]") {
   const auto ms = parse(R"([{"kind": "local_copy", "bytes": 1048576, "time_us": 5, "name": "kernel"},
                             {"kind": "local_copy", "bytes": 1048576, "time_us": 5, "name": "events", "timing": "events"},
