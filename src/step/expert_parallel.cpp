@@ -26,6 +26,13 @@ void append(std::vector<std::pair<std::string, OpPayload>>& to, const std::vecto
 
 }  // namespace
 
+double ExpertGroup::total_rows() const {
+  if (expert_rows.empty()) return static_cast<double>(rows * batch);
+  double sum = 0;
+  for (std::int64_t r : expert_rows) sum += static_cast<double>(r);
+  return sum;
+}
+
 // fp8 experts follow torchao's _Float8GroupedMM (torchao/prototype/moe_training/
 // fp8_grouped_mm.py, 1926418): forward, the input is scaled per row and each expert's
 // weight per output column, both cast to fp8 (tensor_to_scale then to_fp8_saturated: an
@@ -35,13 +42,6 @@ void append(std::vector<std::pair<std::string, OpPayload>>& to, const std::vecto
 // the saved input are each copied column-major (`.t().contiguous().t()`) and cast per
 // column within each expert's rows by a Triton kernel. The Triton kernels read their
 // input twice (the amaxes, then the scaled cast).
-double ExpertGroup::total_rows() const {
-  if (expert_rows.empty()) return static_cast<double>(rows * batch);
-  double sum = 0;
-  for (std::int64_t r : expert_rows) sum += static_cast<double>(r);
-  return sum;
-}
-
 std::vector<std::pair<std::string, OpPayload>> expert_group_ops(const ExpertGroup& g, bool backward, const std::string& tag) {
   const double e = dtype_bytes(g.dtype), f = dtype_bytes(g.linear), passes = g.compile ? 1 : 2;
   const double rows = g.total_rows(), batch = static_cast<double>(g.batch);
