@@ -194,7 +194,8 @@ std::vector<std::pair<std::string, OpPayload>> busiest_rank_expert_ops(const Tra
   std::vector<std::int64_t> expert_rows;                         // in expert order
   for (double x : load.rank_experts(load.busiest_rank)) {
     ++batches[rows(x / chunks)];
-    expert_rows.push_back(rows(x / chunks));
+    // In one grouped GEMM an expert no token chose is an empty group: no tiles.
+    expert_rows.push_back(static_cast<std::int64_t>(std::ceil(x / chunks)));
   }
   std::vector<std::pair<std::string, OpPayload>> ops;
   // Eager torchtitan wraps its experts (expert_parallel): a permutation into expert order

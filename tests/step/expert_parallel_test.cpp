@@ -339,3 +339,20 @@ TEST_CASE("unequal experts run as one grouped GEMM, as torchtitan's offsets give
     CHECK(flops == Approx(batched).epsilon(1e-12));
   }
 }
+
+TEST_CASE("in one grouped GEMM an expert no token chose adds no tiles", "[step][ep]") {
+  const auto gemm_of = [&](const std::string& load) {
+    const Scenario s = parse(moe_step(2, 4, 2, R"(["tp", "ep", "fsdp"])", R"("expert_gemm": "grouped_mm", "expert_load": )" + load));
+    for (const auto& [name, op] : busiest_rank_expert_ops(s.workload.step, s.dtype, false, 1))
+      if (const auto* g = std::get_if<GemmOp>(&op)) return g->problem;
+    throw std::logic_error("no expert GEMM");
+  };
+  // Experts 0 and 1 on the busiest rank: 3 parts and none.
+  const GemmProblem p = gemm_of("[3, 0, 1, 1, 1, 1, 1, 1]");
+  REQUIRE(p.ragged());
+  CHECK(p.group_sizes[1] == 0);
+  const GemmPlan plan = plan_gemm(p, test::h100());
+  const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  CHECK(plan.tiles == ceil_div(p.group_sizes[0], plan.tile.m) * ceil_div(p.n, plan.tile.n));
+  CHECK(p.flops() == Approx(2.0 * static_cast<double>(p.group_sizes[0]) * static_cast<double>(p.n) * static_cast<double>(p.k)));
+}
