@@ -164,6 +164,22 @@ Tick elementwise_time(const HardwareSpec& hw, const std::vector<ElementwiseOp>& 
 
 }  // namespace
 
+// How the per-op policy's recomputed all-gathers run: under async TP, torch.compile's
+// micro-pipeline pass fuses each with the recomputed linears that read it (a gather region of
+// those linears, as the variant builds it on the TP group); otherwise NCCL's (empty).
+namespace {
+FusedGather fused_gather(const Scenario& s, const std::string& variant) {
+  if (!variant_is_micro_pipeline(variant)) return {};
+  return [&s, variant](std::int64_t tokens, std::int64_t in, const std::vector<std::int64_t>& outs, Dtype dtype) {
+    Scenario region = layer_scenario(s, Pass::forward, 1, {});
+    region.dtype = dtype;
+    region.workload.op = "allgather_matmul";
+    region.workload.m = tokens, region.workload.k = in, region.workload.n = outs;
+    return makespan(build_region_dag(region, variant, RegionKind::gather), region.hardware);
+  };
+}
+}  // namespace
+
 LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
   const TrainingStepSpec& t = s.workload.step;
   const HardwareSpec& hw = s.hardware;
@@ -222,7 +238,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
     case Checkpointing::selective:
       c.recompute = t.attention.impl == AttentionImpl::unfused ? attention_core() : selective(static_cast<double>(tokens), f);
       break;
-    case Checkpointing::selective_op: c.recompute = op_checkpoint_recompute(t, hw, s.dtype, false); break;
+    case Checkpointing::selective_op: c.recompute = op_checkpoint_recompute(t, hw, s.dtype, false, fused_gather(s, variant)); break;
   }
   c.recompute_kinds = t.checkpoint == Checkpointing::full ? c.forward_kinds : TimeByKind{{"recompute", c.recompute}};
   if (t.model.is_moe()) {
@@ -274,7 +290,7 @@ LayerCosts simulate_layer_costs(const Scenario& s, const std::string& variant) {
         // but for its all-to-alls, whose outputs the policy keeps, and the TP collectives it
         // adds (its gather is counted with the attention's, its reduce-scatter kept).
         const Tick routed = r.forward - r.forward_all_to_all - r.forward_tp;
-        m.recompute = op_checkpoint_recompute(t, hw, s.dtype, true) + std::max<Tick>(0, routed);
+        m.recompute = op_checkpoint_recompute(t, hw, s.dtype, true, fused_gather(s, variant)) + std::max<Tick>(0, routed);
         break;
       }
       case Checkpointing::full: m.recompute = m.forward, m.recompute_tp_bytes = m.forward_tp_bytes; break;

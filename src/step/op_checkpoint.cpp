@@ -1,6 +1,7 @@
 #include "tpsim/step/op_checkpoint.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "tpsim/step/expert_parallel.hpp"
 #include "tpsim/step/group_collective.hpp"
@@ -72,7 +73,7 @@ double op_checkpoint_kept_per_token(const TrainingStepSpec& t, bool moe) {
   return kept;
 }
 
-Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool moe) {
+Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool moe, const FusedGather& fused_gather) {
   const int tp = t.mesh.size(MeshDim::tp);
   const double e = dtype_bytes(dtype);
   const std::int64_t tokens = t.rank_tokens();
@@ -124,6 +125,10 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     if (!t.model.is_mla() && k < q) aten("attention.repeat_kv", repeat_kv_kernels(all_tokens * k, all_tokens * q, e, t.aten_elementwise));
   }
   const auto linears = block_linears(t.model, tp, moe);
+  const bool gathers = tp > 1 && t.sequence_parallel;
+  const bool fp8_gather = t.tp_fp8_all_gather && fp8;
+  // The recomputed linears a fused all-gather takes (async TP): their widths per gathered input.
+  std::map<std::string, std::vector<std::int64_t>> fused_outs;
   // fp8: each distinct input of a recomputed linear cast once, each weight unless FSDP
   // gathered it in fp8; the amaxes are kept, so a cast reads its tensor once.
   std::string cast_input;
@@ -137,6 +142,10 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
       if (l.input != cast_input) ops.emplace_back("recompute." + l.name + ".cast_input", ElementwiseOp{elems * e, elems});
       cast_input = l.input;
       if (!t.weights_gathered_in_fp8()) ops.emplace_back("recompute." + l.name + ".cast_weight", ElementwiseOp{out * in * e, out * in});
+    }
+    if (fused_gather && gathers && l.reads_gathered_input()) {
+      fused_outs[l.input].push_back(l.out);
+      continue;
     }
     ops.emplace_back("recompute." + l.name, GemmOp{{tokens, l.out, l.in, linear}});
   }
@@ -154,12 +163,19 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     else pass(t.model.gated_ffn ? "ffn.silu_mul" : "ffn.gelu", up * all_tokens * f, all_tokens * f);
   }
   Tick time = kernels_alone(ops, hw);
-  if (tp > 1 && t.sequence_parallel) {
+  if (gathers) {
     // The all-gathers of the attention's and the FFN's input (not kept: all_gather_into_tensor
-    // is not on the list), in fp8 where TP gathers fp8 inputs.
-    const double gathered = t.tp_fp8_all_gather && fp8 ? dtype_bytes(Dtype::fp8) : e;
+    // is not on the list), in fp8 where TP gathers fp8 inputs. Fused with the recomputed
+    // linears that read it (their gathered inputs' GEMMs left out above), or NCCL's.
+    const double gathered = fp8_gather ? dtype_bytes(Dtype::fp8) : e;
     const GroupLayout g = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);
-    time += 2 * group_collective_cost(GroupOp::all_gather, all_tokens * h * gathered, g, hw).time;
+    for (const char* input : {"attention.input", "ffn.input"}) {
+      const auto it = fused_outs.find(input);
+      if (it != fused_outs.end())
+        time += fused_gather(tokens, t.model.hidden, it->second, fp8_gather ? Dtype::fp8 : dtype);
+      else
+        time += group_collective_cost(GroupOp::all_gather, all_tokens * h * gathered, g, hw).time;
+    }
   }
   return time;
 }

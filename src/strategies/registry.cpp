@@ -100,6 +100,11 @@ bool variant_runs_on_one_gpu(const std::string& variant) {
   return v && v->one_gpu;
 }
 
+bool variant_is_micro_pipeline(const std::string& variant) {
+  const Variant* v = find_variant(variant);
+  return v && v->builders.micro_pipeline;
+}
+
 Dag build_matmul_dag(const Scenario& s) {
   Dag dag(s.gpus);
   dag.set_host_issue(s.software.op_issue);

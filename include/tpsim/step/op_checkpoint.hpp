@@ -17,6 +17,7 @@
 // dispatch mode sees aten.mm before the tensor subclass turns it into _scaled_mm; a
 // recomputed fp8 linear casts its operands again, one pass each (the amaxes are kept).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,10 +57,18 @@ bool op_policy_keeps(std::size_t index);
 // topk's indices and scores are left out: under 1% of the rest.)
 double op_checkpoint_kept_per_token(const TrainingStepSpec& t, bool moe);
 
+// An all-gather of `tokens` x `in` (each TP rank holding 1/tp of the tokens) fused with the
+// matmuls that read the gathered tensor (`outs`: their widths on one rank), in `dtype`, as
+// PyTorch's async TP runs it.
+using FusedGather = std::function<Tick(std::int64_t tokens, std::int64_t in, const std::vector<std::int64_t>& outs, Dtype dtype)>;
+
 // One layer's recomputation under the policy, kernels back to back ahead of its backward
-// (fused attention; unfused is refused by the loader), plus TP's all-gathers run again. In a
-// MoE layer this is the attention and the shared experts: the routed experts' recomputation
-// (everything of their pass but its all-to-alls) comes from their own simulation.
-Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool moe);
+// (fused attention; unfused is refused by the loader), plus TP's all-gathers run again: NCCL's,
+// or with `fused_gather` (async TP under torch.compile, whose micro-pipeline pass fuses a
+// recomputed all-gather with the recomputed linears that read it) each fused with those
+// linears. In a MoE layer this is the attention and the shared experts: the routed experts'
+// recomputation (everything of their pass but its all-to-alls) comes from their own simulation.
+Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool moe,
+                             const FusedGather& fused_gather = {});
 
 }  // namespace tpsim
