@@ -166,7 +166,8 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
   if (gathers) {
     // The all-gathers of the attention's and the FFN's input (not kept: all_gather_into_tensor
     // is not on the list), in fp8 where TP gathers fp8 inputs. Fused with the recomputed
-    // linears that read it (their gathered inputs' GEMMs left out above), or NCCL's.
+    // linears that read it (their gathered inputs' GEMMs left out above), or NCCL's. A fused
+    // region has one dtype: fp8 linears whose inputs TP gathers in bf16 run it in bf16.
     const double gathered = fp8_gather ? dtype_bytes(Dtype::fp8) : e;
     const GroupLayout g = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);
     for (const char* input : {"attention.input", "ffn.input"}) {
