@@ -57,6 +57,10 @@ std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe) {
 
 bool op_policy_keeps(std::size_t index) { return index % 2 == 0; }
 
+bool op_policy_reruns(const LayerLinear& l, std::size_t index, bool compiled) {
+  return !op_policy_keeps(index) && !(compiled && l.row_parallel);
+}
+
 double op_checkpoint_kept_per_token(const TrainingStepSpec& t, bool moe) {
   const int tp = t.mesh.size(MeshDim::tp);
   const double h = static_cast<double>(t.model.hidden);
@@ -134,7 +138,7 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
   std::string cast_input;
   for (std::size_t i = 0; i < linears.size(); ++i) {
     const LayerLinear& l = linears[i];
-    if (op_policy_keeps(i)) continue;
+    if (!op_policy_reruns(l, i, t.compile)) continue;
     const double in = static_cast<double>(l.in), out = static_cast<double>(l.out);
     if (fp8) {
       // A gathered input is cast on its shard when TP gathers it in fp8.
