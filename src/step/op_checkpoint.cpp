@@ -57,8 +57,8 @@ std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe) {
 
 bool op_policy_keeps(std::size_t index) { return index % 2 == 0; }
 
-bool op_policy_reruns(const LayerLinear& l, std::size_t index, bool compiled) {
-  return !op_policy_keeps(index) && !(compiled && l.row_parallel);
+bool op_policy_reruns(const LayerLinear& l, std::size_t index, bool compiled, bool reduce_scatter_kept) {
+  return !op_policy_keeps(index) && !(compiled && reduce_scatter_kept && l.row_parallel);
 }
 
 double op_checkpoint_kept_per_token(const TrainingStepSpec& t, bool moe) {
@@ -138,7 +138,7 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
   std::string cast_input;
   for (std::size_t i = 0; i < linears.size(); ++i) {
     const LayerLinear& l = linears[i];
-    if (!op_policy_reruns(l, i, t.compile)) continue;
+    if (!op_policy_reruns(l, i, t.compile, gathers)) continue;
     const double in = static_cast<double>(l.in), out = static_cast<double>(l.out);
     if (fp8) {
       // A gathered input is cast on its shard when TP gathers it in fp8.

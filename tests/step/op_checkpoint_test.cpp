@@ -35,14 +35,17 @@ TEST_CASE("the per-op policy keeps every other linear in call order", "[step][ch
   for (std::size_t i = 0; i < linears.size(); ++i) (op_policy_keeps(i) ? kept : recomputed).push_back(linears[i].name);
   CHECK(kept == std::vector<std::string>{"attention.wq", "attention.wv", "ffn.w1", "ffn.w2"});
   CHECK(recomputed == std::vector<std::string>{"attention.wk", "attention.wo", "ffn.w3"});
-  // Eager PyTorch reruns all three; compiled code drops wo, whose output no backward op reads.
-  std::vector<std::string> eager, compiled;
+  // Eager PyTorch reruns all three. Compiled code drops wo where its output goes only to a kept
+  // reduce-scatter (TP with sequence parallelism); without one the recomputed residual add reads it.
+  std::vector<std::string> eager, compiled, compiled_no_rs;
   for (std::size_t i = 0; i < linears.size(); ++i) {
-    if (op_policy_reruns(linears[i], i, false)) eager.push_back(linears[i].name);
-    if (op_policy_reruns(linears[i], i, true)) compiled.push_back(linears[i].name);
+    if (op_policy_reruns(linears[i], i, false, true)) eager.push_back(linears[i].name);
+    if (op_policy_reruns(linears[i], i, true, true)) compiled.push_back(linears[i].name);
+    if (op_policy_reruns(linears[i], i, true, false)) compiled_no_rs.push_back(linears[i].name);
   }
   CHECK(eager == recomputed);
   CHECK(compiled == std::vector<std::string>{"attention.wk", "ffn.w3"});
+  CHECK(compiled_no_rs == recomputed);
   // Under TP each rank holds 1/tp of a column-parallel linear's outputs and the whole
   // (partial) output of a row-parallel one; Llama 3 8B's 8 KV heads give one per rank at tp 8.
   const auto sharded = block_linears(s.workload.step.model, 8, false);

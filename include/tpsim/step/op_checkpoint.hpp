@@ -49,10 +49,12 @@ std::vector<LayerLinear> block_linears(const ModelShape& m, int tp, bool moe);
 // mm calls (1st, 3rd, 5th ...) are kept, the even-numbered ones recomputed.
 bool op_policy_keeps(std::size_t index);
 // Whether linear `l` (call `index`) runs again ahead of the layer's backward: the policy drops
-// its output, and it is needed. A row-parallel linear's output (wo's) is read by no backward
-// op: eager PyTorch reruns it on its way through the layer's forward, but compiled code's
-// partitioner recomputes only what the backward graph needs.
-bool op_policy_reruns(const LayerLinear& l, std::size_t index, bool compiled);
+// its output, and it is needed. With sequence parallelism a row-parallel linear's output (wo's)
+// goes only to a reduce-scatter whose output the policy keeps, so no recomputed op reads it:
+// eager PyTorch reruns it on its way through the layer's forward, but compiled code's
+// partitioner recomputes only what the backward graph needs (`reduce_scatter_kept`). Without
+// one, the recomputed residual add reads it.
+bool op_policy_reruns(const LayerLinear& l, std::size_t index, bool compiled, bool reduce_scatter_kept);
 
 // Activation elements per token a layer keeps on one TP rank, times tp (the unit of
 // activation_bytes_per_layer): the layer's input, the kept linears' outputs, the attention
