@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "support/simulate.hpp"
+#include "tpsim/report/result_writers.hpp"
 
 using namespace tpsim;
 using namespace tpsim::test;
@@ -69,7 +70,8 @@ TEST_CASE("torch.compile's micro-pipeline pass leaves the summed input gradients
 
 TEST_CASE("async_tp_regions accepts micro_pipeline or every, and says so in the result", "[layer][async_tp][io]") {
   CHECK(scenario_error(layer_pass("forward", "all")) == "$.software.async_tp_regions: unknown choice \"all\" (micro_pipeline or every)");
-  CHECK(scenario_error(layer_pass("forward", "every")).empty());
+  CHECK(result_json(simulate(layer_pass("forward", "every")))["software"]["async_tp_regions"] == "every");
+  CHECK(result_json(simulate(layer_pass("forward")))["software"]["async_tp_regions"] == "micro_pipeline");
 }
 
 TEST_CASE("MLA's up projections read a latent, not the gathered input: they run whole after the fused all-gather", "[layer][async_tp][mla]") {
