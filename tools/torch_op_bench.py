@@ -53,6 +53,12 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
+def run_source(torch, conditions=""):
+    """A row's source: this run's GPU and PyTorch, a `{op}` slot for the op, how it was timed."""
+    return (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
+            f"{conditions}L2 overwritten before each call, CUPTI kernel time")
+
+
 def elementwise_row(name, read, written, elements=None, loop="vectorized", operands=None, dims=2, source=None):
     """One element-wise kernel as a tpsim measurement row: its traffic, and for ATen's unvectorized
     loops its output elements and loop; a strided loop's operands, and its dimensions where not 2."""
@@ -315,8 +321,7 @@ def indexing_shape_rows(b, torch, quick, tokens, hidden):
     experts, top_k, heads = 64, 6, 16
     slots, row = tokens * top_k, hidden * 2
     dev, bf16 = "cuda", torch.bfloat16
-    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
-           "L2 overwritten before each call, CUPTI kernel time")
+    src = run_source(torch)
     # Token slots in expert order, as torchtitan's TokenReorderer makes them.
     picks = torch.randint(0, experts, (tokens, top_k), device=dev)
     token_of_slot = torch.argsort(picks.view(-1), stable=True) // top_k
@@ -360,8 +365,7 @@ def strided_rows(b, torch, quick):
     element: an expanded copy, a product with a broadcast operand, addcmul with one), bf16 and
     fp32, at two sizes: what tpsim's per-operand strided rate is checked on."""
     dev = "cuda"
-    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
-           "L2 overwritten before each call, CUPTI kernel time")
+    src = run_source(torch)
     sizes = ((8192, 4096), (2048, 4096)) if not quick else ((1024, 1024),)
     for rows, width in sizes:
         n = rows * width
@@ -395,8 +399,7 @@ def strided_dims_rows(b, torch, quick):
     repeated 4 times), a row of 4,096 repeated, a 2-D broadcast row, a 5-D expand. Validation rows
     for a per-dimension cost (tpsim prices the loop per operand only)."""
     dev, bf16, e = "cuda", torch.bfloat16, 2
-    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
-           "L2 overwritten before each call, CUPTI kernel time")
+    src = run_source(torch)
     t = 16384 if not quick else 1024
     kv = torch.randn(t, 8, 1, 128, device=dev, dtype=bf16)
     line = torch.randn(t // 4, 1, 4096, device=dev, dtype=bf16)
@@ -422,8 +425,7 @@ def grouped_fp8_rows(b, torch, quick):
     scales, use_fast_accum), at DeepSeek-V3 16B's expert shapes on one of 8 EP ranks. Validation
     rows: tpsim prices fp8 grouped GEMMs as batched ones."""
     dev = "cuda"
-    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
-           "balanced experts, random normal data, L2 overwritten before each call, CUPTI kernel time")
+    src = run_source(torch, "balanced experts, random normal data, ")
     cases = [(8, rows, 2048, 1408) for rows in (1536, 6144, 12288)]
     for experts, rows, k, n in (cases if not quick else cases[:1]):
         offs = torch.arange(rows, rows * experts + 1, rows, device=dev, dtype=torch.int32)
@@ -449,8 +451,7 @@ def grouped_rows(b, torch, quick):
     Shapes: DeepSeek-V3 16B's experts on one of 8 EP ranks (8 experts, dim 2,048, hidden 1,408) at
     three loads, and DeepSeek-V3 671B's (32 experts, 7,168 by 2,048)."""
     dev, bf16 = "cuda", torch.bfloat16
-    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
-           "balanced experts, random normal data, L2 overwritten before each call, CUPTI kernel time")
+    src = run_source(torch, "balanced experts, random normal data, ")
     cases = [(8, rows, 2048, 1408) for rows in (1536, 6144, 12288)] + [(32, 2048, 7168, 2048)]
     if quick:
         cases = cases[:1]
@@ -491,8 +492,7 @@ def skewed_grouped_rows(b, torch):
     (along m; along k, `"ragged": "k"`, for the weight gradient); m or k is their mean rounded
     down, as PyTorch's dispatch computes it."""
     dev, bf16 = "cuda", torch.bfloat16
-    src = (f"this file's run ({torch.cuda.get_device_name()}, torch {torch.__version__}): {{op}}, "
-           "unequal experts, random normal data, L2 overwritten before each call, CUPTI kernel time")
+    src = run_source(torch, "unequal experts, random normal data, ")
     dim, hidden = 2048, 1408  # DeepSeek-V3 16B's w1 on one of 8 EP ranks
     for sizes in ([12288] + [6144] * 7, [24576] + [2048] * 7):
         experts, total = len(sizes), sum(sizes)

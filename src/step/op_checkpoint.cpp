@@ -121,8 +121,9 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     const double k = t.model.is_mla() ? static_cast<double>(t.model.mla.rope_head_dim)
                                       : static_cast<double>(std::max<std::int64_t>(1, t.model.kv_heads / tp) * t.model.head_dim);
     const auto rope = t.aten_elementwise ? aten_rope_kernels : compiled_rope_kernels;
-    aten("attention.rope.q", rope(all_tokens * q, e, false));
-    aten("attention.rope.k", rope(all_tokens * k, e, false));
+    const double sequences = static_cast<double>(t.microbatch_sequences());
+    aten("attention.rope.q", rope(all_tokens * q, sequences, e, false));
+    aten("attention.rope.k", rope(all_tokens * k, sequences, e, false));
     if (t.model.is_mla() && t.aten_elementwise)
       aten("attention.cat", mla_cat_kernels(all_tokens, static_cast<double>(heads), static_cast<double>(t.model.head_dim),
                                             static_cast<double>(t.model.mla.rope_head_dim), static_cast<double>(t.model.v_head_dim()), e, false));

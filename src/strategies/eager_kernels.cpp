@@ -6,8 +6,8 @@ namespace {
 
 constexpr double kFp32 = 4;
 // RoPE's table broadcasts over the batch and the heads: [batch, tokens, heads, pairs] keeps its
-// four dimensions (three at batch 1; the rows that use it are HBM-bound either way).
-constexpr int kRopeDims = 4;
+// four dimensions in the legacy loop's offset calculator, three for one sequence.
+int rope_table_dims(double sequences) { return sequences > 1 ? 4 : 3; }
 
 // x.float() and type_as are no kernels where x is fp32 already.
 ElementwiseOp up_to_fp32(double n, double e) { return e == kFp32 ? ElementwiseOp{} : aten_convert(n, e, kFp32); }
@@ -53,21 +53,24 @@ NamedKernels aten_rmsnorm_kernels(double n, double rows, double e, bool backward
           {"grad_x.sum_paths", {2 * n * kFp32, n * kFp32}},   {"float.grad", down}});
 }
 
-NamedKernels aten_rope_kernels(double n, double e, bool backward) {
+NamedKernels aten_rope_kernels(double n, double sequences, double e, bool backward) {
   // The rotation table (sequence x head_dim/2 complex) is small beside Q and K; it is
   // broadcast over the batch and heads, so the complex product takes the strided loop, one
   // complex element per pair of values.
   const ElementwiseOp up = up_to_fp32(n, e), down = down_from_fp32(n, e);
-  if (!backward) return without_empty_kernels({{"float", up}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3, kRopeDims)}, {"type_as", down}});
-  return without_empty_kernels({{"type_as.grad", up}, {"complex_mul.grad", aten_strided(n * kFp32, n * kFp32, n / 2, 3, kRopeDims)}, {"float.grad", down}});
+  const ElementwiseOp product = aten_strided(n * kFp32, n * kFp32, n / 2, 3, rope_table_dims(sequences));
+  if (!backward) return without_empty_kernels({{"float", up}, {"complex_mul", product}, {"type_as", down}});
+  return without_empty_kernels({{"type_as.grad", up}, {"complex_mul.grad", product}, {"float.grad", down}});
 }
 
-NamedKernels compiled_rope_kernels(double n, double e, bool backward) {
+NamedKernels compiled_rope_kernels(double n, double sequences, double e, bool backward) {
   // Inductor generates no code for complex operators (torch/_inductor/lowering.py falls back to
   // ATen for them): the complex product stays ATen's strided kernel between two generated
   // casts; each way the same three kernels.
   (void)backward;
-  return {{"to_float", {n * e, n * kFp32}}, {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3, kRopeDims)}, {"to_dtype", {n * kFp32, n * e}}};
+  return {{"to_float", {n * e, n * kFp32}},
+          {"complex_mul", aten_strided(n * kFp32, n * kFp32, n / 2, 3, rope_table_dims(sequences))},
+          {"to_dtype", {n * kFp32, n * e}}};
 }
 
 NamedKernels repeat_kv_kernels(double kv_elems, double q_elems, double e, bool aten) {

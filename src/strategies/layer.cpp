@@ -314,8 +314,9 @@ class LayerBuilder {
     const double q = double(sh_.hq) * double(mla ? mla_.rope_head_dim : sh_.hd);
     const double k = mla ? double(mla_.rope_head_dim) : double(sh_.hkv * sh_.hd);
     const auto kernels_for = aten ? aten_rope_kernels : compiled_rope_kernels;
-    kernels(name + ".q", kernels_for(double(sh_.t) * q, sh_.e, backward));
-    kernels(name + ".k", kernels_for(double(sh_.t) * k, sh_.e, backward));
+    const double sequences = double(sh_.t) / double(sh_.s);
+    kernels(name + ".q", kernels_for(double(sh_.t) * q, sequences, sh_.e, backward));
+    kernels(name + ".k", kernels_for(double(sh_.t) * k, sequences, sh_.e, backward));
   }
   // torchtitan's repeat_kv (eager or compiled model code) with fewer KV heads than query
   // heads: K and V copied out to every query head before attention; backward sums each

@@ -56,12 +56,17 @@ TEST_CASE("eager RMSNorm moves nine times a fused norm's bytes forward, more bac
 TEST_CASE("eager RoPE up-casts, rotates and down-casts both ways", "[strategies][eager]") {
   const double n = 1 << 20;
   for (bool backward : {false, true}) {
-    const NamedKernels k = aten_rope_kernels(n, 2, backward);
+    const NamedKernels k = aten_rope_kernels(n, 2, 2, backward);
     CHECK(k.size() == 3);
     CHECK(moved(k) / n == Approx(20));
     CHECK(k.front().second.bytes_read == 2 * n);
     CHECK(k.back().second.bytes_written == 2 * n);
   }
+  // The table broadcasts over batch and heads: its product keeps four dimensions over several
+  // sequences, three over one, eager and compiled alike.
+  CHECK(aten_rope_kernels(n, 2, 2, false)[1].second.dims == 4);
+  CHECK(aten_rope_kernels(n, 1, 2, false)[1].second.dims == 3);
+  CHECK(compiled_rope_kernels(n, 1, 2, false)[1].second.dims == 3);
   // SwiGLU eager: silu and mul apart (10 bytes per element) where fused reads two and writes one (6).
   CHECK(moved(aten_swiglu_kernels(n, 2, false)) / n == Approx(10));
   CHECK(moved(aten_swiglu_kernels(n, 2, true)) > moved(aten_swiglu_kernels(n, 2, false)));
@@ -128,12 +133,12 @@ TEST_CASE("eager kernels say which ATen loop they run: the up-casts cast, the br
   for (const auto& [k, op] : f)
     if (op.loop != ElementLoop::vectorized) CHECK(op.elements == n);
   // The complex product: one element per pair of values.
-  const NamedKernels rope = aten_rope_kernels(n, 2, false);
+  const NamedKernels rope = aten_rope_kernels(n, 2, 2, false);
   CHECK(rope[1].second.loop == ElementLoop::strided);
   CHECK(rope[1].second.elements == n / 2);
   // fp32 activations need no up- or down-cast: those kernels are not launched.
   CHECK(aten_rmsnorm_kernels(n, 256, 4, false).size() == 6);
-  CHECK(aten_rope_kernels(n, 4, true).size() == 1);
+  CHECK(aten_rope_kernels(n, 2, 4, true).size() == 1);
   // On a layer's tokens (8192 x 4096 here) the instruction-bound loops make an eager norm's
   // kernels slower than the same bytes streamed would be.
   HardwareSpec unrated = test::h100();

@@ -39,13 +39,14 @@ ElementwiseOp aten_convert(double elems, double from_bytes, double to_bytes);
 
 // `elems`: the normalized tensor's elements; `rows`: its rows (tokens).
 NamedKernels aten_rmsnorm_kernels(double elems, double rows, double e, bool backward);
-// `elems`: the elements of Q, or of K (one rank's heads); each is rotated apart.
-NamedKernels aten_rope_kernels(double elems, double e, bool backward);
+// `elems`: the elements of Q, or of K (one rank's heads), over `sequences` sequences; each is
+// rotated apart.
+NamedKernels aten_rope_kernels(double elems, double sequences, double e, bool backward);
 // `elems`: one up-projection's output elements (w1's, as w3's).
 NamedKernels aten_swiglu_kernels(double elems, double e, bool backward);
 // RoPE under torch.compile (torchtitan compiles each block): generated casts around ATen's
 // complex product, forward and backward alike.
-NamedKernels compiled_rope_kernels(double elems, double e, bool backward);
+NamedKernels compiled_rope_kernels(double elems, double sequences, double e, bool backward);
 // torchtitan's MLA (deepseek_v3/model.py, 0cfbd0b) joins each head's query and key from split
 // views with torch.cat (the query: its no-position and rotated parts; the key: wkv_b's part and
 // the one rotary key expanded over the heads): ATen's general cat kernel on strided inputs, an
