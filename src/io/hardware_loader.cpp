@@ -31,6 +31,7 @@ const std::map<std::string, std::map<std::string, double>>& unit_table() {
       {"bandwidth", {{"GB/s", 1e9 / 1e12}, {"TB/s", 1e12 / 1e12}}},  // -> bytes/ps
       {"flops", {{"TFLOP/s", 1e12 / 1e12}}},                         // -> FLOP/ps
       {"throughput", {{"Gelem/s", 1e9 / 1e12}}},                     // -> elements/ps
+      {"power", {{"W", 1.0}}},
   };
   return table;
 }
@@ -45,6 +46,7 @@ std::pair<double, double> physical_range(const std::string& dimension) {
   if (dimension == "fraction") return {1e-3, 1.0};
   if (dimension == "throughput") return {1e-5, 10.0};      // 0.01 .. 10000 G elements/s (per SM)
   if (dimension == "ratio") return {1.0, 64.0};
+  if (dimension == "power") return {10.0, 1e5};            // 10 W .. 100 kW (a board, not a rack)
   return {1.0, 1e9};                                       // counts (each key has its own tighter limit)
 }
 
@@ -270,7 +272,8 @@ void parse_grouped(const ObjectReader& g, GroupedGemmSpec& out) {
 HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   (void)src;
   const ObjectReader root(j, "$", {"name", "description", "base", "sm", "compute", "gemm", "memory", "launch",
-                                   "copy_engines", "fabric", "cluster", "nccl", "barrier", "elementwise", "reduction", "attention"});
+                                   "copy_engines", "fabric", "cluster", "nccl", "barrier", "elementwise", "reduction", "attention",
+                                   "power"});
   HardwareSpec hw;
   hw.name = root.string("name");
   hw.description = root.optional_string("description").value_or("");
@@ -427,6 +430,16 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     const std::string f = fmt::format("{}_forward_efficiency", kernel), b = fmt::format("{}_backward_efficiency", kernel);
     if (at.has(f) != at.has(b)) fail_at(at.path(), fmt::format("give {} and {} together", f, b));
     if (at.has(f)) *fwd = aq.get(f, "fraction"), *bwd = aq.get(b, "fraction");
+  }
+
+  // Optional: where absent, tensor-core kernels run at the rate the parameters give.
+  if (root.has("power")) {
+    const ObjectReader pw = root.object("power", {"limit", "tensor_sustained_draw", "speed_power_exponent"});
+    const Quantities pq(pw);
+    hw.power.limit_w = pq.get("limit", "power");
+    hw.power.tensor_sustained_w = pq.get("tensor_sustained_draw", "power");
+    hw.power.speed_power_exponent = pq.get("speed_power_exponent", "ratio");
+    hw.tensor_speed = hw.power.tensor_speed();
   }
 
   // Every kind of block must fit an empty SM, or the simulation could never place it.

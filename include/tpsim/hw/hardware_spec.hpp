@@ -3,6 +3,7 @@
 // (picoseconds, bytes, bytes/ps, FLOP/ps). Loaded from models/*.json, where each
 // number carries its unit and source; nothing here has a built-in default.
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -258,6 +259,22 @@ struct ReductionSpec {
   std::array<Tick, kReductionKernels> block_overhead{};
 };
 
+// The board's power limit and how a tensor-core kernel's speed follows the power it may draw.
+// The gemm and attention parameters describe tensor-core kernels run back to back at a
+// measured draw; a limit below that draw lowers the clock until the kernels draw the limit,
+// and their speed follows power as power ~ speed^exponent (fitted to GEMMs given more or less
+// power between copies). FFMA (fp32) kernels draw less and keep their rate.
+struct PowerSpec {
+  double limit_w = 0;               // 0: no power section (tensor rates as the parameters give them)
+  double tensor_sustained_w = 0;    // draw of back-to-back tensor-core GEMMs at the parameters' rate
+  double speed_power_exponent = 1;  // power ~ speed^exponent where the limit binds
+  // Speed of tensor-core kernels relative to the parameters' (1 where the limit does not bind).
+  double tensor_speed() const {
+    if (limit_w <= 0 || limit_w >= tensor_sustained_w) return 1.0;
+    return std::pow(limit_w / tensor_sustained_w, 1.0 / speed_power_exponent);
+  }
+};
+
 struct HardwareSpec {
   std::string name;
   std::string description;
@@ -274,10 +291,15 @@ struct HardwareSpec {
   ElementwiseSpec elementwise;
   ReductionSpec reduction;
   AttentionSpec attention;
+  PowerSpec power;
+  double tensor_speed = 1;  // power.tensor_speed(), kept at load
 
   bool computes(Dtype d) const { return peak_flops_per_ps[static_cast<int>(d)] > 0; }
+  // The rate kernels issue at: the nominal peak (MFU's denominator), slowed on tensor cores
+  // where the power limit holds the clock below the one the parameters were fitted at.
   double peak_flops_per_sm_per_ps(Dtype d) const {
-    return peak_flops_per_ps[static_cast<int>(d)] / sm.count;
+    const double scale = d == Dtype::fp32 ? 1.0 : tensor_speed;
+    return peak_flops_per_ps[static_cast<int>(d)] * scale / sm.count;
   }
 };
 

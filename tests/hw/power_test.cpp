@@ -1,0 +1,53 @@
+#include "support/catch.hpp"
+
+#include <cmath>
+
+#include "support/simulate.hpp"
+#include "tpsim/hw/hardware_spec.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+
+HardwareSpec limited(double watts) {
+  HardwareSpec hw = h100();
+  hw.power = {watts, 700.0, 2.0};
+  hw.tensor_speed = hw.power.tensor_speed();
+  return hw;
+}
+
+}  // namespace
+
+TEST_CASE("Power goes as speed to the exponent: a quarter of the draw at exponent 2 is half the speed", "[power]") {
+  CHECK(PowerSpec{175.0, 700.0, 2.0}.tensor_speed() == Approx(0.5));
+  CHECK(PowerSpec{87.5, 700.0, 3.0}.tensor_speed() == Approx(0.5));
+  // A limit at or above the sustained draw never speeds the kernels past the rate they were measured at.
+  CHECK(PowerSpec{700.0, 700.0, 2.0}.tensor_speed() == 1.0);
+  CHECK(PowerSpec{1000.0, 700.0, 2.0}.tensor_speed() == 1.0);
+  CHECK(PowerSpec{}.tensor_speed() == 1.0);
+}
+
+TEST_CASE("Lowering the power limit slows tensor-core kernels monotonically", "[power]") {
+  double last = 2.0;
+  for (double w : {700.0, 600.0, 500.0, 400.0, 300.0}) {
+    const double s = limited(w).tensor_speed;
+    CHECK(s < last + 1e-12);
+    CHECK(s > 0);
+    last = s;
+  }
+}
+
+TEST_CASE("A power limit lengthens a compute-bound GEMM by 1/speed and leaves a weight-streaming one near HBM's time", "[power][gemm]") {
+  const HardwareSpec capped = limited(175.0);  // half speed
+  REQUIRE(capped.tensor_speed == Approx(0.5));
+  const double big = gemm_alone_us(8192, 8192, 8192, Dtype::bf16);
+  const double big_capped = gemm_alone_us(8192, 8192, 8192, Dtype::bf16, capped);
+  CHECK(big_capped / big == Approx(2.0).epsilon(0.03));
+  // 16 rows against a 58.7 MB weight: reading the weight, not the MMAs, sets the time.
+  const double thin = gemm_alone_us(16, 3584, 8192, Dtype::bf16);
+  const double thin_capped = gemm_alone_us(16, 3584, 8192, Dtype::bf16, capped);
+  CHECK(thin_capped / thin < 1.25);
+  // FFMA (fp32) GEMMs keep their rate.
+  CHECK(gemm_alone_us(4096, 4096, 4096, Dtype::fp32, capped) == Approx(gemm_alone_us(4096, 4096, 4096, Dtype::fp32)).epsilon(1e-9));
+}
