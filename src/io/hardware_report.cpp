@@ -37,15 +37,19 @@ void flatten(const Json& j, const std::string& path, std::string& out) {
 }  // namespace
 
 std::string hardware_list() {
-  std::string out = fmt::format("{:<16} {:>5} {:>11} {:>9} {:<11} {:>14}  {}\n", "name", "SMs", "bf16 TF/s", "HBM TB/s",
-                                "topology", "link GB/s/dir", "description");
+  std::string out = fmt::format("{:<16} {:>5} {:>11} {:>14} {:>9} {:<11} {:>14}  {}\n", "name", "SMs", "bf16 TF/s", "power limit",
+                                "HBM TB/s", "topology", "link GB/s/dir", "description");
   const auto names = shipped_hardware_names();
   if (names.empty())
     throw InputError(fmt::format("no hardware models in {} (set TPSIM_MODELS_DIR to the models directory)", models_dir()));
   for (const auto& name : names) {
     const HardwareSpec hw = load_hardware_file(models_dir() + "/" + name + ".json");
-    out += fmt::format("{:<16} {:>5} {:>11.0f} {:>9.2f} {:<11} {:>14.0f}  {}\n", name, hw.sm.count,
-                       hw.peak_flops_per_ps[static_cast<int>(Dtype::bf16)], hw.memory.hbm_bytes_per_ps,
+    // The limit, and the tensor-core speed it leaves where it binds (the peak column is nominal).
+    const std::string power = hw.power.limit_w <= 0 ? "-"
+                              : hw.tensor_speed < 1.0 ? fmt::format("{:g} W: x{:.3f}", hw.power.limit_w, hw.tensor_speed)
+                                                      : fmt::format("{:g} W", hw.power.limit_w);
+    out += fmt::format("{:<16} {:>5} {:>11.0f} {:>14} {:>9.2f} {:<11} {:>14.0f}  {}\n", name, hw.sm.count,
+                       hw.peak_flops_per_ps[static_cast<int>(Dtype::bf16)], power, hw.memory.hbm_bytes_per_ps,
                        hw.fabric.topology, hw.fabric.nvlink.bytes_per_ps * 1e3, hw.description);
   }
   return out;

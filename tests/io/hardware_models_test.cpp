@@ -33,6 +33,7 @@ TEST_CASE("Every shipped hardware model loads and simulates both strategies", "[
     CHECK(makespan_us(r, "async_tp") > 0);
   }
   CHECK_THAT(hardware_list(), Catch::Matchers::Contains("h100_pcie") && Catch::Matchers::Contains("pairs"));
+  CHECK_THAT(hardware_list(), Catch::Matchers::Contains("500 W: x0.844") && Catch::Matchers::Contains("700 W"));
   CHECK_THAT(hardware_show("h800"), Catch::Matchers::Contains("fabric.nvlink.bandwidth_per_direction"));
 }
 
