@@ -228,5 +228,13 @@ check_calibrate "truncated trace" 'malformed JSON' '{"traceEvents": [{"ph": "X"'
 check_calibrate "trace without kernels" '$.traceEvents: holds no GEMM kernel' '{"traceEvents": []}'
 check_calibrate "unknown file kind" 'is neither a measurement file' '{"rows": []}'
 
+# The shipped power law is what its tool computes from the shipped clock run, and a run on the
+# power-limited part says the tensor-core speed it got.
+fitted="$(python3 "$root/tools/fit_power_exponent.py" "$root/models/measurements/power/h100_sxm_gemm_clock.json" | sed -n 's/^exponent: \([0-9.]*\).*/\1/p')"
+shipped="$(python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["power"]["speed_power_exponent"]["value"])' "$root/models/h100_sxm.json")"
+"$tpsim" run "$root/scenarios/seed001_llama3_70b_forward_hbm2e.json" > /dev/null 2> "$work/err"
+if [ -n "$fitted" ] && [ "$fitted" = "$shipped" ] && grep -q "500 W limit holds its tensor cores at 0.844" "$work/err"; then echo "ok power law"
+else echo "FAIL power law: tool $fitted, model $shipped"; cat "$work/err"; fails=$((fails+1)); fi
+
 echo "cli contract: $fails failed"
 [ "$fails" = 0 ]
