@@ -9,7 +9,8 @@ the copies' share (the copy alone's draw, weighted by the copies' share of the t
     P_gemm = (P_avg - (1 - d) P_copy) / d,   d = t_gemm / (t_gemm + t_copy)
 
 then fits ln(t_b2b / t_gemm) = ln(P_gemm / P_b2b) / exponent through the origin (the back-to-back
-row is the reference). Prints the rows, the exponent, and the draw at the ceiling as a check.
+row is the reference). Prints each row (those at the clock ceiling as a check, not fitted), the
+exponent, and the speed it gives a few limits.
 
   tools/fit_power_exponent.py models/measurements/power/h100_sxm_gemm_clock.json
 """
@@ -49,8 +50,8 @@ def main():
         if bound:
             sxy += x * y
             sxx += x * x
-    if sxx == 0:
-        raise SystemExit("fit_power_exponent: no power-bound rows")
+    if sxx == 0 or sxy <= 0:
+        raise SystemExit("fit_power_exponent: no power-bound rows where more power gave more speed")
     exponent = sxx / sxy
     print(f"exponent: {exponent:.3f} (power ~ speed^exponent)")
     for limit in (700, 600, 500, 400):

@@ -439,7 +439,6 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     hw.power.limit_w = pq.get("limit", "power");
     hw.power.tensor_sustained_w = pq.get("tensor_sustained_draw", "power");
     hw.power.speed_power_exponent = pq.get("speed_power_exponent", "ratio");
-    hw.tensor_speed = hw.power.tensor_speed();
   }
 
   // Every kind of block must fit an empty SM, or the simulation could never place it.

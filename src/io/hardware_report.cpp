@@ -46,7 +46,7 @@ std::string hardware_list() {
     const HardwareSpec hw = load_hardware_file(models_dir() + "/" + name + ".json");
     // The limit, and the tensor-core speed it leaves where it binds (the peak column is nominal).
     const std::string power = hw.power.limit_w <= 0 ? "-"
-                              : hw.tensor_speed < 1.0 ? fmt::format("{:g} W: x{:.3f}", hw.power.limit_w, hw.tensor_speed)
+                              : hw.power.tensor_speed() < 1.0 ? fmt::format("{:g} W: x{:.3f}", hw.power.limit_w, hw.power.tensor_speed())
                                                       : fmt::format("{:g} W", hw.power.limit_w);
     out += fmt::format("{:<16} {:>5} {:>11.0f} {:>14} {:>9.2f} {:<11} {:>14.0f}  {}\n", name, hw.sm.count,
                        hw.peak_flops_per_ps[static_cast<int>(Dtype::bf16)], power, hw.memory.hbm_bytes_per_ps,

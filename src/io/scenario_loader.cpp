@@ -118,10 +118,10 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
     fail_at("$.software.nccl_collnet", fmt::format("hardware {} has no in-network reduction between nodes (cluster.sharp)", s.hardware.name));
   s.hardware.cluster.sharp.enabled = s.software.nccl_collnet;
   s.notes = workload_kind(s.workload).check_hardware(s, root.has("variants"));
-  if (s.hardware.tensor_speed < 1.0)
+  if (s.hardware.power.tensor_speed() < 1.0)
     s.notes.push_back(fmt::format("{}'s {:g} W limit holds its tensor cores at {:.3f} of the rate its GEMM parameters were measured at "
                                   "({:g} W drawn back to back; power.speed_power_exponent {:g})",
-                                  s.hardware.name, s.hardware.power.limit_w, s.hardware.tensor_speed,
+                                  s.hardware.name, s.hardware.power.limit_w, s.hardware.power.tensor_speed(),
                                   s.hardware.power.tensor_sustained_w, s.hardware.power.speed_power_exponent));
   return s;
 }

@@ -13,7 +13,6 @@ namespace {
 HardwareSpec limited(double watts) {
   HardwareSpec hw = h100();
   hw.power = {watts, 700.0, 2.0};
-  hw.tensor_speed = hw.power.tensor_speed();
   return hw;
 }
 
@@ -31,7 +30,7 @@ TEST_CASE("Power goes as speed to the exponent: a quarter of the draw at exponen
 TEST_CASE("Lowering the power limit slows tensor-core kernels monotonically", "[power]") {
   double last = 2.0;
   for (double w : {700.0, 600.0, 500.0, 400.0, 300.0}) {
-    const double s = limited(w).tensor_speed;
+    const double s = limited(w).power.tensor_speed();
     CHECK(s < last + 1e-12);
     CHECK(s > 0);
     last = s;
@@ -40,7 +39,7 @@ TEST_CASE("Lowering the power limit slows tensor-core kernels monotonically", "[
 
 TEST_CASE("A power limit lengthens a compute-bound GEMM by 1/speed and leaves a weight-streaming one near HBM's time", "[power][gemm]") {
   const HardwareSpec capped = limited(175.0);  // half speed
-  REQUIRE(capped.tensor_speed == Approx(0.5));
+  REQUIRE(capped.power.tensor_speed() == Approx(0.5));
   const double big = gemm_alone_us(8192, 8192, 8192, Dtype::bf16);
   const double big_capped = gemm_alone_us(8192, 8192, 8192, Dtype::bf16, capped);
   CHECK(big_capped / big == Approx(2.0).epsilon(0.03));

@@ -138,18 +138,18 @@ TEST_CASE("A power section is checked: a limit in watts, the sustained draw and 
   // Without a power section the parameters' rate stands.
   Json none = shipped;
   none.erase("power");
-  CHECK(parse_hardware(none, "test").tensor_speed == 1.0);
+  CHECK(parse_hardware(none, "test").power.tensor_speed() == 1.0);
 }
 
 TEST_CASE("The 500 W HBM2e H100 keeps the SXM's nominal peak and runs its tensor cores at the power law's speed", "[hardware][power]") {
   const HardwareSpec sxm = load_hardware_file(models_dir() + "/h100_sxm.json");
   const HardwareSpec capped = load_hardware_file(models_dir() + "/h100_hbm2e_500w.json");
   // The SXM's own limit (700 W) is above the draw its GEMM rows were timed at: their rate stands.
-  CHECK(sxm.tensor_speed == 1.0);
+  CHECK(sxm.power.tensor_speed() == 1.0);
   CHECK(capped.peak_flops_per_ps == sxm.peak_flops_per_ps);  // MFU's denominator: the datasheet's
   const double expected = std::pow(500.0 / sxm.power.tensor_sustained_w, 1.0 / sxm.power.speed_power_exponent);
-  CHECK(capped.tensor_speed == Approx(expected));
-  CHECK(capped.tensor_speed == Approx(0.844).epsilon(0.002));
+  CHECK(capped.power.tensor_speed() == Approx(expected));
+  CHECK(capped.power.tensor_speed() == Approx(0.844).epsilon(0.002));
   CHECK(capped.peak_flops_per_sm_per_ps(Dtype::bf16) == Approx(sxm.peak_flops_per_sm_per_ps(Dtype::bf16) * expected));
   CHECK(capped.peak_flops_per_sm_per_ps(Dtype::fp8) == Approx(sxm.peak_flops_per_sm_per_ps(Dtype::fp8) * expected));
   // FFMA kernels draw less than tensor-core ones: not slowed.

@@ -292,13 +292,12 @@ struct HardwareSpec {
   ReductionSpec reduction;
   AttentionSpec attention;
   PowerSpec power;
-  double tensor_speed = 1;  // power.tensor_speed(), kept at load
 
   bool computes(Dtype d) const { return peak_flops_per_ps[static_cast<int>(d)] > 0; }
   // The rate kernels issue at: the nominal peak (MFU's denominator), slowed on tensor cores
   // where the power limit holds the clock below the one the parameters were fitted at.
   double peak_flops_per_sm_per_ps(Dtype d) const {
-    const double scale = d == Dtype::fp32 ? 1.0 : tensor_speed;
+    const double scale = d == Dtype::fp32 ? 1.0 : power.tensor_speed();
     return peak_flops_per_ps[static_cast<int>(d)] * scale / sm.count;
   }
 };
