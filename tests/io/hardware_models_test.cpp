@@ -21,6 +21,22 @@ RunResult on(const std::string& hw, const std::string& variants, std::int64_t m 
                               hw, gpus, dtype, m, k, n, variants));
 }
 
+// The shipped h100_sxm file as JSON, to break one key at a time.
+Json shipped_h100_json() {
+  std::ifstream in(models_dir() + "/h100_sxm.json");
+  return Json::parse(in);
+}
+
+// The loader's one-line complaint about `j`, or "" where it loads.
+std::string error_of(const Json& j) {
+  try {
+    parse_hardware(j, "test");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("Every shipped hardware model loads and simulates both strategies", "[hardware]") {
@@ -87,16 +103,7 @@ TEST_CASE("Across two nodes NCCL's rails keep the ring near NVLink speed, one NI
 }
 
 TEST_CASE("A hardware file with the old single strided rate says what replaced it, and a grouped GEMM section is checked", "[hardware]") {
-  std::ifstream in(models_dir() + "/h100_sxm.json");
-  const Json shipped = Json::parse(in);
-  const auto error_of = [](const Json& j) {
-    try {
-      parse_hardware(j, "test");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  const Json shipped = shipped_h100_json();
   Json old = shipped;
   old["elementwise"]["strided_sm_rate"] = old["elementwise"]["strided_operand_rate"];
   CHECK(error_of(old).starts_with("$.elementwise.strided_sm_rate: replaced by strided_operand_rate"));
@@ -115,16 +122,7 @@ TEST_CASE("A hardware file with the old single strided rate says what replaced i
 }
 
 TEST_CASE("A power section is checked: a limit in watts, the sustained draw and the law's exponent together", "[hardware][power]") {
-  std::ifstream in(models_dir() + "/h100_sxm.json");
-  const Json shipped = Json::parse(in);
-  const auto error_of = [](const Json& j) {
-    try {
-      parse_hardware(j, "test");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  const Json shipped = shipped_h100_json();
   Json no_exponent = shipped;
   no_exponent["power"].erase("speed_power_exponent");
   CHECK(error_of(no_exponent) == "$.power: missing required key \"speed_power_exponent\"");
