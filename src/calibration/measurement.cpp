@@ -24,7 +24,7 @@ struct KindInfo {
   std::string_view cls;
 };
 
-constexpr std::array<KindInfo, 16> kKinds = {{
+constexpr std::array<KindInfo, 17> kKinds = {{
     {MeasurementKind::gemm, "gemm", "gemm"},
     {MeasurementKind::peer_copy, "peer_copy", "copy"},
     {MeasurementKind::local_copy, "local_copy", "copy"},
@@ -35,6 +35,7 @@ constexpr std::array<KindInfo, 16> kKinds = {{
     {MeasurementKind::barrier, "barrier", "barrier"},
     {MeasurementKind::launch, "launch", "launch"},
     {MeasurementKind::gemm_with_peer_copy, "gemm_with_peer_copy", "interference"},
+    {MeasurementKind::peer_copy_with_gemm, "peer_copy_with_gemm", "interference"},
     {MeasurementKind::gemm_with_collective, "gemm_with_collective", "interference"},
     {MeasurementKind::gemm_pair, "gemm_pair", "interference"},
     {MeasurementKind::reduction, "reduction", "reduction"},
@@ -50,8 +51,8 @@ const KindInfo& info(MeasurementKind k) {
 }
 
 bool has_gemm(MeasurementKind k) {
-  return k == MeasurementKind::gemm || k == MeasurementKind::gemm_with_peer_copy || k == MeasurementKind::gemm_with_collective ||
-         k == MeasurementKind::gemm_pair;
+  return k == MeasurementKind::gemm || k == MeasurementKind::gemm_with_peer_copy || k == MeasurementKind::peer_copy_with_gemm ||
+         k == MeasurementKind::gemm_with_collective || k == MeasurementKind::gemm_pair;
 }
 bool is_collective(MeasurementKind k) {
   return k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter || k == MeasurementKind::all_reduce ||
@@ -59,7 +60,7 @@ bool is_collective(MeasurementKind k) {
 }
 bool has_bytes(MeasurementKind k) {
   return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::gemm_with_peer_copy ||
-         k == MeasurementKind::gemm_with_collective || k == MeasurementKind::reduction;
+         k == MeasurementKind::peer_copy_with_gemm || k == MeasurementKind::gemm_with_collective || k == MeasurementKind::reduction;
 }
 // Kinds whose row may name the vendor kernel that ran (kept for the record).
 bool names_kernel(MeasurementKind k) {
@@ -88,7 +89,8 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (names_kernel(k)) keys.push_back("kernel");
   if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged"});
   if (has_bytes(k)) keys.push_back("bytes");
-  if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::reduction)
+  if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::peer_copy_with_gemm || is_collective(k) ||
+      k == MeasurementKind::reduction)
     keys.push_back("gbps");
   if (k == MeasurementKind::reduction) keys.insert(keys.end(), {"partials", "reduction"});
   if (is_collective(k)) keys.push_back("busbw_gbps");
@@ -295,6 +297,7 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::barrier: return fmt::format("barrier x{}{}", m.gpus, at_once);
     case MeasurementKind::launch: return "launch";
     case MeasurementKind::gemm_with_peer_copy: return fmt::format("gemm {} + peer copy {:.0f} B", shape, m.bytes);
+    case MeasurementKind::peer_copy_with_gemm: return fmt::format("peer copy {:.0f} B beside gemm {}", m.bytes, shape);
     case MeasurementKind::gemm_with_collective:
       return fmt::format("gemm {} + {} {:.0f} B x{}{}", shape, collective_kind_name(m.collective), m.bytes, m.gpus, at_once);
     case MeasurementKind::gemm_pair: return fmt::format("gemm {} x2 on two streams", shape);
@@ -343,7 +346,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
         fail_at(r.child_path("groups"), fmt::format("{} groups of {} GPUs are more than {} GPUs", n, m.gpus, kMaxGpus));
       m.groups = static_cast<int>(n);
     }
-  } else if (m.kind == MeasurementKind::gemm_with_peer_copy) {
+  } else if (m.kind == MeasurementKind::gemm_with_peer_copy || m.kind == MeasurementKind::peer_copy_with_gemm) {
     m.gpus = 2;
   }
   if (m.kind == MeasurementKind::reduction) {

@@ -134,6 +134,13 @@ MeasurementDag measurement_dag(const Measurement& m) {
       on_every_rank(md.dag, 2, 1, "peer_copy", [&](int r) { return CopyOp{r, 1 - r, m.bytes}; });
       return md;
     }
+    case MeasurementKind::peer_copy_with_gemm: {
+      // The same pair, the copy timed: it starts with the GEMM and, shorter, runs wholly beside it.
+      MeasurementDag md{Dag(2)};
+      on_every_rank(md.dag, 2, 0, "gemm", [&](int) { return GemmOp{m.gemm}; });
+      md.target = on_every_rank(md.dag, 2, 1, "peer_copy", [&](int r) { return CopyOp{r, 1 - r, m.bytes}; });
+      return md;
+    }
     case MeasurementKind::gemm_with_collective: {
       MeasurementDag md{Dag(m.gpus * m.groups)};
       in_every_group(md.dag, measured_groups(md.dag, m), 1, "collective",

@@ -59,7 +59,7 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
   launch.name = "launch";
   out.push_back(launch);
   if (gpus < 2) return out;
-  for (double mib : {0.0625, 1.0, 16.0, 256.0, 1024.0}) out.push_back(sized(MeasurementKind::peer_copy, mib * kMiB, 2));
+  for (double mib : {0.0625, 1.0, 4.0, 16.0, 256.0, 1024.0}) out.push_back(sized(MeasurementKind::peer_copy, mib * kMiB, 2));
   for (auto kind : {MeasurementKind::all_gather, MeasurementKind::reduce_scatter})
     for (double mib : {1.0, 16.0, 128.0, 1024.0}) out.push_back(sized(kind, mib * kMiB, gpus));
   out.push_back(sized(MeasurementKind::barrier, 0, gpus));
@@ -79,6 +79,26 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
   with_copy.gpus = 2;
   with_copy.name = fmt::format("gemm 8192x8192x8192 {} + peer copy 1 GiB", dtype_name(dtype));
   out.push_back(with_copy);
+  // A copy-engine pull beside a GEMM that streams its weight from HBM (async TP's all-gather
+  // pulls the next shard while the other stream multiplies one: kraken's 128-row shard against
+  // 16384 x 6656) and beside one bound by its tensor cores: how much of the HBM a copy engine
+  // gets when SMs already draw all of it, and what the copy takes from the GEMM.
+  const GemmProblem streaming{128, 6656, 16384, dtype};
+  for (const GemmProblem& g : {streaming, GemmProblem{8192, 8192, 8192, dtype}})
+    for (double mib : {4.0, 16.0}) {
+      Measurement pull = gemm(g.m, g.n, g.k, dtype);
+      pull.kind = MeasurementKind::peer_copy_with_gemm;
+      pull.bytes = mib * kMiB;
+      pull.gpus = 2;
+      pull.name = fmt::format("peer copy {:.0f} MiB beside gemm {}x{}x{} {}", mib, g.m, g.n, g.k, dtype_name(dtype));
+      out.push_back(pull);
+    }
+  Measurement streaming_with_copy = gemm(streaming.m, streaming.n, streaming.k, dtype);
+  streaming_with_copy.kind = MeasurementKind::gemm_with_peer_copy;
+  streaming_with_copy.bytes = 16 * kMiB;
+  streaming_with_copy.gpus = 2;
+  streaming_with_copy.name = fmt::format("gemm {}x{}x{} {} + peer copy 16 MiB", streaming.m, streaming.n, streaming.k, dtype_name(dtype));
+  out.push_back(streaming_with_copy);
   Measurement with_nccl = gemm(8192, 8192, 8192, dtype);
   with_nccl.kind = MeasurementKind::gemm_with_collective;
   with_nccl.collective = CollectiveKind::all_gather;

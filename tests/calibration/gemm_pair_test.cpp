@@ -100,12 +100,31 @@ TEST_CASE("microbench measures async TP's thin submatmuls alone and in pairs", "
   for (const Measurement& m : microbench_measurements(8, Dtype::bf16)) {
     const bool async_tp_weight = (m.gemm.n == 6656 && (m.gemm.k == 4096 || m.gemm.k == 16384)) ||
                                  (m.gemm.n == 4096 && m.gemm.k == 14336) || (m.gemm.n == 3584 && m.gemm.k == 8192);
-    if (!async_tp_weight) continue;
+    if (!async_tp_weight || (m.kind != MeasurementKind::gemm && m.kind != MeasurementKind::gemm_pair)) continue;
     CHECK(m.gemm.m <= 1024);
     ++(m.kind == MeasurementKind::gemm_pair ? pairs : thin);
   }
   CHECK(thin == 20);
   CHECK(pairs == 20);
+}
+
+TEST_CASE("microbench times copy-engine pulls beside a weight-streaming and a compute-bound GEMM", "[measurement]") {
+  for (const Measurement& m : microbench_measurements(1, Dtype::bf16)) CHECK(m.kind != MeasurementKind::peer_copy_with_gemm);
+  int streaming = 0, compute_bound = 0;
+  for (const Measurement& m : microbench_measurements(2, Dtype::bf16)) {
+    if (m.kind != MeasurementKind::peer_copy_with_gemm) continue;
+    INFO(m.name);
+    CHECK(m.gpus == 2);
+    // Timed wholly beside its GEMM: the copy alone is shorter than the GEMM alone.
+    Measurement copy = m, gemm = m;
+    copy.kind = MeasurementKind::peer_copy;
+    gemm.kind = MeasurementKind::gemm;
+    CHECK(predict_us(copy, test::h100()) < predict_us(gemm, test::h100()));
+    // Bytes per FLOP tell a weight-streaming GEMM from one its tensor cores bound.
+    ++(m.gemm.m <= 256 ? streaming : compute_bound);
+  }
+  CHECK(streaming == 2);
+  CHECK(compute_bound == 2);
 }
 
 TEST_CASE("a measured run's op times carry each GEMM's kernel, and import reads past it", "[measurement]") {

@@ -301,6 +301,15 @@ TEST_CASE("Measurement DAGs behave physically", "[measurement]") {
   CHECK(with_nccl > 1.2 * alone);
   CHECK(with_ce >= alone);
   CHECK(with_ce < 1.1 * alone);
+  // The same pair timed the other way: a copy beside a GEMM takes no less than alone, and a
+  // weight-streaming GEMM gives up to a copy beside it the HBM bandwidth the copy moves.
+  const std::string thin = R"("m": 128, "n": 6656, "k": 16384, "dtype": "bf16")";
+  const double copy_alone = us(R"({"kind": "peer_copy", "bytes": 16777216, "time_us": 1})");
+  const double copy_beside = us(R"({"kind": "peer_copy_with_gemm", "bytes": 16777216, )" + thin + R"(, "time_us": 1})");
+  CHECK(copy_beside >= copy_alone * (1 - 1e-9));
+  const double thin_alone = us(R"({"kind": "gemm", )" + thin + R"(, "time_us": 1})");
+  const double thin_with_ce = us(R"({"kind": "gemm_with_peer_copy", "bytes": 16777216, )" + thin + R"(, "time_us": 1})");
+  CHECK(thin_with_ce > 1.05 * thin_alone);
   // Launch: host overhead + device latency + a tiny kernel.
   const double launch = us(R"({"kind": "launch", "time_us": 1})");
   CHECK(launch > to_us(test::h100().launch.host_overhead + test::h100().launch.device_latency));
@@ -552,4 +561,29 @@ TEST_CASE("An attention row names its kernel, and one the hardware gives no rate
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("implementation \"cudnn\": hardware h100_sxm gives no cuDNN attention efficiencies") != std::string::npos);
   }
+}
+
+TEST_CASE("A copy timed beside a GEMM: the copy is the op timed, the GEMM runs on each GPU's other stream", "[measurement]") {
+  const auto ms = parse(R"([{"kind": "peer_copy_with_gemm", "bytes": 4194304, "m": 128, "n": 6656, "k": 16384, "dtype": "bf16",
+                              "gbps": 100}])");
+  REQUIRE(ms.size() == 1);
+  CHECK(ms[0].name == "peer copy 4194304 B beside gemm 128x6656x16384 bf16");
+  CHECK(ms[0].gpus == 2);
+  CHECK(ms[0].time_us == Approx(4194304.0 / 100e9 * 1e6));
+  CHECK(measurement_class(ms[0].kind) == "interference");
+  CHECK(measurement_json(ms[0])["kind"] == "peer_copy_with_gemm");
+  CHECK(parse("[" + measurement_json(ms[0]).dump() + "]").front().name == ms[0].name);  // written as it is read
+  const MeasurementDag md = measurement_dag(ms[0]);
+  REQUIRE(md.dag.ranks() == 2);
+  CHECK(md.spanned() == std::vector<OpId>{md.target});
+  CHECK(std::holds_alternative<CopyOp>(md.dag.op(md.target).payload));
+  CHECK(md.dag.op(md.target).rank == 0);
+  int gemms = 0;
+  for (OpId id = 0; id < md.dag.size(); ++id)
+    if (std::holds_alternative<GemmOp>(md.dag.op(id).payload)) {
+      ++gemms;
+      CHECK(md.dag.op(id).stream != md.dag.op(md.target).stream);
+    }
+  CHECK(gemms == 2);
+  CHECK(error_of(R"([{"kind": "peer_copy_with_gemm", "bytes": 4194304, "time_us": 10}])") == "$.measurements[0]: missing required key \"m\"");
 }

@@ -153,9 +153,10 @@ printf '%s' "{$base, \"software\": {\"op_issue\": \"eager\"}, \"workload\": {\"o
 if "$tpsim" run "$work/eager.json" | grep -q "host [0-9]*%"; then echo "ok eager issue shows the host"; else echo "FAIL eager issue"; "$tpsim" run "$work/eager.json"; fails=$((fails+1)); fi
 
 # validate: per row and per class, as text and JSON; a bad hardware name is one line, exit 2.
-if "$tpsim" validate --hardware h100_sxm "$root/models/measurements/kraken_h100_async_tp_validation.json" --json "$work/val.json" > "$work/val.txt" \
+if "$tpsim" validate --hardware h100_sxm "$root/models/measurements/kraken_h100_async_tp_validation.json" \
+     "$root/models/measurements/pytorch_h100_async_tp_validation.json" --json "$work/val.json" > "$work/val.txt" \
    && grep -q "mean|err| as given" "$work/val.txt" \
-   && python3 -c "import json; r = json.load(open('$work/val.json'))['rows']; assert len(r) == 36 and all(x['predicted_us'] > 0 for x in r)"; then
+   && python3 -c "import json; v = json.load(open('$work/val.json')); r = v['rows']; assert len(r) == 38 and all(x['predicted_us'] > 0 for x in r); assert len(v['speedups']) == 19"; then
   echo "ok validate"; else echo "FAIL validate"; cat "$work/val.txt"; fails=$((fails+1)); fi
 "$tpsim" validate --hardware h100_smx "$root/models/measurements/kraken_h100_async_tp_validation.json" > /dev/null 2> "$work/err"; rc=$?
 if [ $rc = 2 ] && grep -q 'did you mean "h100_sxm"' "$work/err" && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok validate typo"; else echo "FAIL validate typo: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi

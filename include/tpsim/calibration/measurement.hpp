@@ -29,6 +29,8 @@ enum class MeasurementKind {
   barrier,               // cross-GPU barrier over `gpus`
   launch,                // a tiny kernel, from the host's call to its end
   gemm_with_peer_copy,   // 2 GPUs: each runs the GEMM while it copies `bytes` to the other; GEMM time
+  peer_copy_with_gemm,   // the same pair, timed the other way: the copy's time while the GEMM runs
+                         // (async TP's pull beside the other stream's submatmul)
   gemm_with_collective,  // `gpus` GPUs: each runs the GEMM while a collective runs; GEMM time
   gemm_pair,             // one GPU: the GEMM on two streams at once (async TP's alternating
                          // streams): from the first start to the last end
