@@ -153,3 +153,25 @@ TEST_CASE("The 500 W HBM2e H100 keeps the SXM's nominal peak and runs its tensor
   // FFMA kernels draw less than tensor-core ones: not slowed.
   CHECK(capped.peak_flops_per_sm_per_ps(Dtype::fp32) == sxm.peak_flops_per_sm_per_ps(Dtype::fp32));
 }
+
+TEST_CASE("The 650 W HBM2e H100 of PyTorch's symmetric-memory benchmarks lies between the 500 W part and the SXM", "[hardware][power]") {
+  const HardwareSpec sxm = load_hardware_file(models_dir() + "/h100_sxm.json");
+  const HardwareSpec at500 = load_hardware_file(models_dir() + "/h100_hbm2e_500w.json");
+  const HardwareSpec at650 = load_hardware_file(models_dir() + "/h100_hbm2e_650w.json");
+  // The same HBM2e as the 500 W part; more power, faster tensor cores, still below the SXM's draw.
+  CHECK(at650.memory.hbm_bytes_per_ps == at500.memory.hbm_bytes_per_ps);
+  CHECK(at650.power.limit_w == 650.0);
+  CHECK(at650.power.tensor_speed() > at500.power.tensor_speed());
+  CHECK(at650.power.tensor_speed() < sxm.power.tensor_speed());
+  CHECK(at650.power.tensor_speed() == Approx(std::pow(650.0 / sxm.power.tensor_sustained_w, 1.0 / sxm.power.speed_power_exponent)));
+  // A compute-bound GEMM takes 1/speed as long; the memory-bound weight re-reads of thin shards
+  // run at the HBM2e's rate whatever the limit.
+  const double big500 = makespan_us(on("h100_hbm2e_500w", R"("baseline")", 16384, 8192, 8192), "baseline");
+  const double big650 = makespan_us(on("h100_hbm2e_650w", R"("baseline")", 16384, 8192, 8192), "baseline");
+  const double thin500 = makespan_us(on("h100_hbm2e_500w", R"("baseline")", 128, 8192, 8192), "baseline");
+  const double thin650 = makespan_us(on("h100_hbm2e_650w", R"("baseline")", 128, 8192, 8192), "baseline");
+  CHECK(big650 < big500);
+  CHECK(thin650 <= thin500);
+  CHECK(thin650 / thin500 > big650 / big500);
+  CHECK_THAT(hardware_list(), Catch::Matchers::Contains("650 W: x0.967"));
+}
