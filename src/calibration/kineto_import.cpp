@@ -16,7 +16,7 @@ namespace {
 
 struct Span {
   double start = 0, end = 0;
-  std::string device;  // GEMMs: the GPU they ran on
+  std::string device;  // GEMMs and peer copies: the GPU they ran on
 };
 
 using Groups = std::map<std::string, std::pair<Measurement, std::vector<double>>>;  // name -> measurement, durations
@@ -126,14 +126,31 @@ Span timed_span(const Json& e, const std::string& path) {
 }
 
 // A copy-engine peer copy (cudaMemcpyPeerAsync, or copy_ between GPUs): its bytes are in the args.
-void add_peer_copy(const Json& args, const std::string& path, double dur, Groups& groups) {
+struct PeerCopy {
+  Span span;
+  double bytes = 0;
+};
+
+PeerCopy peer_copy_of(const Json& args, const std::string& path, Span span) {
+  const double bytes = number_arg(args, "bytes", path + ".args");
+  if (bytes > 1e15) fail_at(path + ".args.\"bytes\"", "larger than a petabyte");
+  return {std::move(span), bytes};
+}
+
+// A copy alone is a `peer_copy`; one that ran wholly inside one GEMM on its GPU (async TP's pull
+// beside the other stream's submatmul) a `peer_copy_with_gemm` of that GEMM's shape.
+void add_peer_copy(const PeerCopy& c, const GemmProblem* beside, Groups& groups) {
   Measurement m;
-  m.kind = MeasurementKind::peer_copy;
-  m.bytes = number_arg(args, "bytes", path + ".args");
-  if (m.bytes > 1e15) fail_at(path + ".args.\"bytes\"", "larger than a petabyte");
+  m.kind = beside ? MeasurementKind::peer_copy_with_gemm : MeasurementKind::peer_copy;
+  m.bytes = c.bytes;
   m.gpus = 2;
-  m.name = fmt::format("kineto peer_copy {:.0f} B", m.bytes);
-  groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(dur);
+  if (beside) {
+    m.gemm = *beside;
+    m.name = fmt::format("kineto peer copy {:.0f} B beside gemm {}x{}x{} {}", m.bytes, beside->m, beside->n, beside->k, dtype_name(beside->dtype));
+  } else {
+    m.name = fmt::format("kineto peer_copy {:.0f} B", m.bytes);
+  }
+  groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(c.span.end - c.span.start);
 }
 
 // An all-gather, reduce-scatter, all-reduce or all-to-all kernel sized by `comm` (other collectives are not measured).
@@ -175,6 +192,7 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
   // reduce): its time is their span. Communication of any kind is remembered per GPU.
   std::map<std::int64_t, Span> gemm_spans;
   std::map<std::string, std::vector<Span>> comm_spans;  // device -> NCCL kernels and peer copies
+  std::vector<PeerCopy> copies;
   Groups groups;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Json& e = events[i];
@@ -182,9 +200,10 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
     const std::string path = fmt::format("$.traceEvents[{}]", i);
     const Json args = e.contains("args") && e["args"].is_object() ? e["args"] : Json::object();
     if (lowercase(text(e, "cat")) == "gpu_memcpy" && text(e, "name").starts_with("Memcpy PtoP")) {
-      const Span span = timed_span(e, path);
-      comm_spans[device_of(e, args)].push_back(span);
-      add_peer_copy(args, path, span.end - span.start, groups);
+      Span span = timed_span(e, path);
+      span.device = device_of(e, args);
+      comm_spans[span.device].push_back(span);
+      copies.push_back(peer_copy_of(args, path, std::move(span)));
       continue;
     }
     if (!is_kernel(e)) continue;
@@ -213,12 +232,13 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
   }
   // A GEMM that ran beside communication lost SMs or memory bandwidth to it: not a GEMM alone.
   std::map<std::string, int> overlapped;  // measurement name -> kernels left out
+  std::map<std::int64_t, GemmProblem> shapes;
   for (const auto& [id, gemm_span] : gemm_spans) {
     const Span& span = gemm_span;  // a plain reference: lambdas may not capture structured bindings before C++20's fix in clang 16
     const auto& [op, index] = gemm_ops.at(id);
     Measurement m;
     m.kind = MeasurementKind::gemm;
-    m.gemm = gemm_shape(events[index]["args"], op, fmt::format("$.traceEvents[{}]", index));
+    m.gemm = shapes[id] = gemm_shape(events[index]["args"], op, fmt::format("$.traceEvents[{}]", index));
     m.name = fmt::format("kineto gemm {}x{}x{} {}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype));
     const auto& beside = comm_spans[span.device];
     if (std::any_of(beside.begin(), beside.end(), [&](const Span& c) { return c.start < span.end && c.end > span.start; })) {
@@ -226,6 +246,16 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
       continue;
     }
     groups.try_emplace(m.name, m, std::vector<double>{}).first->second.second.push_back(span.end - span.start);
+  }
+  // A peer copy that a GEMM on its GPU overlapped only in part, or several did, is neither.
+  std::map<std::string, int> partly;  // measurement name -> copies left out
+  for (const PeerCopy& c : copies) {
+    std::vector<std::int64_t> over;
+    for (const auto& [id, g] : gemm_spans)
+      if (g.device == c.span.device && g.start < c.span.end && g.end > c.span.start) over.push_back(id);
+    const bool inside_one = over.size() == 1 && gemm_spans.at(over[0]).start <= c.span.start && gemm_spans.at(over[0]).end >= c.span.end;
+    if (over.empty() || inside_one) add_peer_copy(c, over.empty() ? nullptr : &shapes.at(over[0]), groups);
+    else ++partly[fmt::format("kineto peer_copy {:.0f} B", c.bytes)];
   }
   if (groups.empty())
     fail_at("$.traceEvents", overlapped.empty()
@@ -238,6 +268,8 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
     g.first.source = fmt::format("{}: median of {} kernel(s)", source, g.second.size());
     if (const auto it = overlapped.find(key); it != overlapped.end())
       g.first.source += fmt::format("; {} more ran beside communication and were left out", it->second);
+    if (const auto it = partly.find(key); it != partly.end())
+      g.first.source += fmt::format("; {} more ran partly beside GEMMs and were left out", it->second);
     out.push_back(std::move(g.first));
   }
   return out;

@@ -135,7 +135,8 @@ MeasurementDag measurement_dag(const Measurement& m) {
       return md;
     }
     case MeasurementKind::peer_copy_with_gemm: {
-      // The same pair, the copy timed: it starts with the GEMM and, shorter, runs wholly beside it.
+      // The same pair launched together, the copy timed (microbench's copies are shorter than
+      // their GEMMs, so they run wholly beside them).
       MeasurementDag md{Dag(2)};
       on_every_rank(md.dag, 2, 0, "gemm", [&](int) { return GemmOp{m.gemm}; });
       md.target = on_every_rank(md.dag, 2, 1, "peer_copy", [&](int r) { return CopyOp{r, 1 - r, m.bytes}; });

@@ -242,6 +242,33 @@ TEST_CASE("Kineto import leaves out GEMMs that ran beside communication on their
   CHECK(named(ms, "kineto peer_copy 1048576 B").time_us == Approx(100));
 }
 
+TEST_CASE("Kineto import: a peer copy inside one GEMM on its GPU is a copy beside that GEMM, one partly beside is left out",
+          "[measurement][kineto]") {
+  // On GPU 0 a GEMM from 0 to 150 us: a 4 MiB pull wholly inside it, another from 140 to 200
+  // (partly beside), and a third alone at 300.
+  const auto ms = import_kineto_trace(Json::parse(R"j({"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {"External id": 1, "Input Dims": [[128, 16384], [16384, 6656]],
+       "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+      {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst", "pid": 0, "ts": 0, "dur": 150, "args": {"External id": 1, "device": 0}},
+      {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 0, "ts": 20, "dur": 40,
+       "args": {"device": 0, "bytes": 4194304}},
+      {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 0, "ts": 140, "dur": 60,
+       "args": {"device": 0, "bytes": 4194304}},
+      {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 0, "ts": 300, "dur": 12,
+       "args": {"device": 0, "bytes": 4194304}}]})j"),
+                                      "pulls.json");
+  REQUIRE(ms.size() == 2);  // the GEMM ran beside copies: not a GEMM alone
+  const Measurement& beside = named(ms, "kineto peer copy 4194304 B beside gemm 128x6656x16384 bf16");
+  CHECK(beside.kind == MeasurementKind::peer_copy_with_gemm);
+  CHECK(beside.time_us == Approx(40));
+  CHECK(beside.gemm.m == 128);
+  const Measurement& alone = named(ms, "kineto peer_copy 4194304 B");
+  CHECK(alone.time_us == Approx(12));
+  CHECK(alone.source == "pulls.json: median of 1 kernel(s); 1 more ran partly beside GEMMs and were left out");
+  // What it says of the pull beside the GEMM, tpsim predicts: a copy no faster than alone.
+  CHECK(predict_us(beside, test::h100()) >= predict_us(alone, test::h100()) * (1 - 1e-9));
+}
+
 TEST_CASE("Bad Kineto traces get one line naming the event", "[measurement][kineto]") {
   auto err = [](const std::string& text) {
     try {

@@ -164,8 +164,8 @@ TEST_CASE("The 650 W HBM2e H100 of PyTorch's symmetric-memory benchmarks lies be
   CHECK(at650.power.tensor_speed() > at500.power.tensor_speed());
   CHECK(at650.power.tensor_speed() < sxm.power.tensor_speed());
   CHECK(at650.power.tensor_speed() == Approx(std::pow(650.0 / sxm.power.tensor_sustained_w, 1.0 / sxm.power.speed_power_exponent)));
-  // A compute-bound GEMM takes 1/speed as long; the memory-bound weight re-reads of thin shards
-  // run at the HBM2e's rate whatever the limit.
+  // A compute-bound GEMM takes 1/speed as long; a thin shard, whose weight read from the same
+  // HBM2e bounds it, gains less from the higher limit.
   const double big500 = makespan_us(on("h100_hbm2e_500w", R"("baseline")", 16384, 8192, 8192), "baseline");
   const double big650 = makespan_us(on("h100_hbm2e_650w", R"("baseline")", 16384, 8192, 8192), "baseline");
   const double thin500 = makespan_us(on("h100_hbm2e_500w", R"("baseline")", 128, 8192, 8192), "baseline");
