@@ -25,6 +25,9 @@ std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
 }  // namespace
 
 bool fittable(const Measurement& m) {
+  // What HBM a copy engine gets beside SMs that want all of it has no parameter yet: fitted,
+  // these rows would move the rate of copies alone.
+  if (m.kind == MeasurementKind::peer_copy_with_gemm) return false;
   if (m.kind != MeasurementKind::scenario || !m.op.empty()) return true;
   // A makespan is op-level only when it is one collective and one GEMM in sequence.
   return m.scenario->variants.front() == "baseline" && workload_kind(m.scenario->workload).op_level;

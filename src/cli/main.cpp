@@ -130,7 +130,8 @@ int calibrate_command(tpsim::CalibrationRequest req, const std::string& output, 
                            req.hardware)
             << tpsim::format_fit_report(c.report, c.measurements);
   if (c.not_fitted > 0)
-    std::cout << fmt::format("not fitted: {} makespan(s) of decomposed ops, fused kernels or layers (validation only: predicted below)\n",
+    std::cout << fmt::format("not fitted: {} row(s), makespans of decomposed ops, fused kernels or layers and copies timed beside "
+                             "GEMMs (validation only: predicted below)\n",
                              c.not_fitted);
   if (!c.validation.empty())
     std::cout << fmt::format("held out of the fit: {} measurements\n", c.validation.size())

@@ -54,6 +54,10 @@ TEST_CASE("Only op-level measurements may be fitted", "[calibration][validate]")
   CHECK(fittable(ms[1]));   // an NCCL collective and a GEMM in sequence
   CHECK_FALSE(fittable(ms[2]));  // a decomposed op
   CHECK_FALSE(fittable(ms[3]));  // a fused kernel
+  // A copy timed beside a GEMM: the HBM it gets there has no parameter of its own yet.
+  const MeasurementFile beside("beside", {R"({"kind": "peer_copy_with_gemm", "bytes": 4194304, "m": 128, "n": 6656, "k": 16384,
+                                             "dtype": "bf16", "time_us": 40, "source": "t"})"});
+  CHECK_FALSE(fittable(load_measurements_file(beside.path).front()));
 }
 
 TEST_CASE("calibrate predicts decomposed-op makespans with the held-out rows instead of fitting them", "[calibration][validate]") {

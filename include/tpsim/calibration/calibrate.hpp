@@ -20,7 +20,7 @@ struct Calibration {
   std::vector<Measurement> measurements;
   FitReport report;
   std::vector<Measurement> validation;                          // from validation_files, then what may not be fitted
-  int not_fitted = 0;  // makespans of decomposed ops, fused kernels or layers moved from the fit to `validation`
+  int not_fitted = 0;  // makespans of decomposed ops, fused kernels or layers, copies timed beside GEMMs: moved to `validation`
   std::vector<double> validation_before_us, validation_after_us;  // predicted by the starting and the calibrated model
   std::vector<std::string> notes;  // worth a line to the user (measurements from other hardware)
   Json hardware;  // the calibrated file: base merged in, fitted values and their sources replaced
