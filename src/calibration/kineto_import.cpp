@@ -258,9 +258,10 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
     else ++partly[fmt::format("kineto peer_copy {:.0f} B", c.bytes)];
   }
   if (groups.empty())
-    fail_at("$.traceEvents", overlapped.empty()
+    fail_at("$.traceEvents", overlapped.empty() && partly.empty()
                                  ? "holds no GEMM kernel of an aten::mm/addmm op, no NCCL all-gather or reduce-scatter kernel and no peer copy"
-                                 : "holds no measurement: every GEMM kernel ran beside communication, and no collective or peer copy is sized");
+                                 : "holds no measurement: its GEMM kernels ran beside communication, its peer copies partly beside GEMMs, "
+                                   "and no collective is sized");
   std::vector<Measurement> out;
   for (auto& [key, g] : groups) {
     g.first.time_us = median(g.second);

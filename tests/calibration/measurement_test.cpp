@@ -267,6 +267,21 @@ TEST_CASE("Kineto import: a peer copy inside one GEMM on its GPU is a copy besid
   CHECK(alone.source == "pulls.json: median of 1 kernel(s); 1 more ran partly beside GEMMs and were left out");
   // What it says of the pull beside the GEMM, tpsim predicts: a copy no faster than alone.
   CHECK(predict_us(beside, test::h100()) >= predict_us(alone, test::h100()) * (1 - 1e-9));
+  // A trace whose only copy ran partly beside a GEMM holds nothing to measure, and says why.
+  try {
+    import_kineto_trace(Json::parse(R"j({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {"External id": 1, "Input Dims": [[128, 16384], [16384, 6656]],
+         "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+        {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst", "pid": 0, "ts": 0, "dur": 150, "args": {"External id": 1, "device": 0}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy PtoP (Device -> Device)", "pid": 0, "ts": 140, "dur": 60,
+         "args": {"device": 0, "bytes": 4194304}}]})j"),
+                        "partly.json");
+    FAIL("a trace with nothing to measure was imported");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "$.traceEvents: holds no measurement: its GEMM kernels ran beside communication, its peer copies partly beside GEMMs, and no "
+          "collective is sized");
+  }
 }
 
 TEST_CASE("Bad Kineto traces get one line naming the event", "[measurement][kineto]") {
