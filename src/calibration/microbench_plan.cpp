@@ -27,6 +27,19 @@ Measurement sized(MeasurementKind kind, double bytes, int gpus) {
 
 constexpr double kMiB = 1048576.0;
 
+// Two GPUs, each running `g` while it copies `mib` MiB to the other: `gemm_with_peer_copy` times
+// the GEMM, `peer_copy_with_gemm` the copy.
+Measurement gemm_and_peer_copy(MeasurementKind kind, const GemmProblem& g, double mib) {
+  Measurement x = gemm(g.m, g.n, g.k, g.dtype);
+  x.kind = kind;
+  x.bytes = mib * kMiB;
+  x.gpus = 2;
+  const std::string size = mib >= 1024 ? fmt::format("{:.0f} GiB", mib / 1024) : fmt::format("{:.0f} MiB", mib);
+  x.name = kind == MeasurementKind::gemm_with_peer_copy ? fmt::format("{} + peer copy {}", x.name, size)
+                                                         : fmt::format("peer copy {} beside {}", size, x.name);
+  return x;
+}
+
 }  // namespace
 
 std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
@@ -73,32 +86,16 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
       if (groups > 1) out.back().name += fmt::format(" ({} groups at once)", groups);
     }
   }
-  Measurement with_copy = gemm(8192, 8192, 8192, dtype);
-  with_copy.kind = MeasurementKind::gemm_with_peer_copy;
-  with_copy.bytes = 1024 * kMiB;
-  with_copy.gpus = 2;
-  with_copy.name = fmt::format("gemm 8192x8192x8192 {} + peer copy 1 GiB", dtype_name(dtype));
-  out.push_back(with_copy);
+  const GemmProblem compute_bound{8192, 8192, 8192, dtype};
+  out.push_back(gemm_and_peer_copy(MeasurementKind::gemm_with_peer_copy, compute_bound, 1024));
   // A copy-engine pull beside a GEMM that streams its weight from HBM (async TP's all-gather
   // pulls the next shard while the other stream multiplies one: kraken's 128-row shard against
   // 16384 x 6656) and beside one bound by its tensor cores: how much of the HBM a copy engine
   // gets when SMs already draw all of it, and what the copy takes from the GEMM.
   const GemmProblem streaming{128, 6656, 16384, dtype};
-  for (const GemmProblem& g : {streaming, GemmProblem{8192, 8192, 8192, dtype}})
-    for (double mib : {4.0, 16.0}) {
-      Measurement pull = gemm(g.m, g.n, g.k, dtype);
-      pull.kind = MeasurementKind::peer_copy_with_gemm;
-      pull.bytes = mib * kMiB;
-      pull.gpus = 2;
-      pull.name = fmt::format("peer copy {:.0f} MiB beside gemm {}x{}x{} {}", mib, g.m, g.n, g.k, dtype_name(dtype));
-      out.push_back(pull);
-    }
-  Measurement streaming_with_copy = gemm(streaming.m, streaming.n, streaming.k, dtype);
-  streaming_with_copy.kind = MeasurementKind::gemm_with_peer_copy;
-  streaming_with_copy.bytes = 16 * kMiB;
-  streaming_with_copy.gpus = 2;
-  streaming_with_copy.name = fmt::format("gemm {}x{}x{} {} + peer copy 16 MiB", streaming.m, streaming.n, streaming.k, dtype_name(dtype));
-  out.push_back(streaming_with_copy);
+  for (const GemmProblem& g : {streaming, compute_bound})
+    for (double mib : {4.0, 16.0}) out.push_back(gemm_and_peer_copy(MeasurementKind::peer_copy_with_gemm, g, mib));
+  out.push_back(gemm_and_peer_copy(MeasurementKind::gemm_with_peer_copy, streaming, 16));
   Measurement with_nccl = gemm(8192, 8192, 8192, dtype);
   with_nccl.kind = MeasurementKind::gemm_with_collective;
   with_nccl.collective = CollectiveKind::all_gather;
