@@ -29,6 +29,8 @@ const NcclProtocol& nccl_simple_protocol(const NcclSpec& nccl) {
   throw std::logic_error("no NCCL Simple protocol (the hardware loader requires it)");
 }
 
+Tick nccl_ring_startup(const NcclProtocol& proto, const NcclSpec& nccl) { return proto.startup.value_or(nccl.ring_startup); }
+
 double nccl_network_payload_share(const NcclProtocol& proto, const NcclSpec& nccl) {
   return std::min(1.0, proto.bandwidth_efficiency / nccl_simple_protocol(nccl).bandwidth_efficiency);
 }
@@ -60,12 +62,13 @@ CollectivePlan plan_ring(CollectiveKind kind, double buffer_bytes, int ranks, co
   const double per_channel = p.threads * p.channel_threshold;
   plan.channels = static_cast<int>(std::clamp(std::floor(buffer_bytes / per_channel), 1.0,
                                               static_cast<double>(hw.nccl.max_channels)));
-  plan.latency = hw.nccl.ring_startup + p.base_latency + ring_steps(kind, ranks) * p.step_latency;
+  const Tick startup = nccl_ring_startup(p, hw.nccl);
+  plan.latency = startup + p.base_latency + ring_steps(kind, ranks) * p.step_latency;
   plan.bytes_per_rank = ring_bytes_per_rank(kind, buffer_bytes, ranks);
   plan.threads = p.threads;
   plan.efficiency = p.bandwidth_efficiency;
   plan.nic_efficiency = nccl_network_payload_share(p, hw.nccl);
-  plan.processing = hw.nccl.ring_startup + ring_processing_time(kind, buffer_bytes, ranks, plan.channels, hw.nccl);
+  plan.processing = startup + ring_processing_time(kind, buffer_bytes, ranks, plan.channels, hw.nccl);
   return plan;
 }
 

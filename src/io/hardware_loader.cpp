@@ -126,6 +126,7 @@ NcclProtocol parse_protocol(const std::string& name, const ObjectReader& r) {
   p.bandwidth_efficiency = q.get("bandwidth_efficiency", "fraction");
   p.threads = q.count("threads_per_block");
   p.channel_threshold = q.get("channel_threshold", "bytes");
+  if (r.has("startup")) p.startup = q.time("startup");
   return p;
 }
 
@@ -356,7 +357,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   const ObjectReader protos = nccl.object("protocols", {"LL", "LL128", "Simple"});
   for (const std::string name : {"LL", "LL128", "Simple"})
     if (protos.has(name))
-      hw.nccl.protocols.push_back(parse_protocol(name, protos.object(name, {"base_latency", "step_latency", "bandwidth_efficiency", "threads_per_block", "channel_threshold"})));
+      hw.nccl.protocols.push_back(parse_protocol(name, protos.object(name, {"base_latency", "step_latency", "bandwidth_efficiency", "threads_per_block", "channel_threshold", "startup"})));
   if (hw.nccl.protocols.empty()) fail_at(protos.path(), "needs at least one protocol");
   hw.nccl.p2p = parse_p2p(nccl.object("p2p", {"channels", "channels_per_peer", "channels_per_net_peer", "chunk_size", "net_chunk_size",
                                               "ll_threshold", "threads_per_block"}));

@@ -64,36 +64,42 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     return {lat + duration_for(buffer_bytes, payload), "p2p", p.name, plan.blocks, best.tier, buffer_bytes};
   }
   best.time = kTickMax;
-  // NCCL picks by its own estimate (links only); a ring it picks then takes no less than
-  // its blocks need to process the buffer (ring_processing_time).
-  Tick ring_floor = 0;
+  // NCCL picks a ring's protocol by its own estimate (links only; a protocol's start-up is
+  // not in it); the ring it picks then takes no less than its blocks need to process the
+  // buffer (ring_processing_time).
+  const int n = g.ranks;
+  const bool all_reduce = op == GroupOp::all_reduce;
+  const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather
+  const double wire = passes * buffer_bytes * (n - 1) / n;
+  Tick ring_floor = 0, best_estimate = kTickMax;
   for (const NcclProtocol& p : hw.nccl.protocols) {
     const NetLatency* net = across ? hw.cluster.latency_for(p.name) : nullptr;
-    const int n = g.ranks;
-    const bool all_reduce = op == GroupOp::all_reduce;
-    const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather
     const double bus = payload_rate(g, nvlink, nic, p, hw.nccl, true);
-    const double wire = passes * buffer_bytes * (n - 1) / n;
     const int steps = passes * (n - 1), inter = across ? passes * (g.nodes - 1) : 0;
-    const Tick ring_lat = hw.nccl.ring_startup + p.base_latency + static_cast<Tick>(steps - inter) * p.step_latency +
+    const Tick ring_lat = p.base_latency + static_cast<Tick>(steps - inter) * p.step_latency +
                           (across ? static_cast<Tick>(inter) * latency_of(net, false) : 0);
-    const Tick ring = ring_lat + duration_for(wire, bus);
+    const Tick estimate = ring_lat + duration_for(wire, bus);
+    if (estimate >= best_estimate) continue;
+    best_estimate = estimate;
+    const Tick startup = nccl_ring_startup(p, hw.nccl);
     const int ch = channels_for(p, buffer_bytes, hw.nccl.max_channels);
-    if (ring < best.time) {
-      best = {ring, "ring", p.name, ch, best.tier, wire};
-      const CollectiveKind kind = all_reduce ? CollectiveKind::all_reduce
-                                  : op == GroupOp::all_gather ? CollectiveKind::all_gather
-                                                              : CollectiveKind::reduce_scatter;
-      ring_floor = hw.nccl.ring_startup + ring_processing_time(kind, buffer_bytes, n, ch, hw.nccl);
-    }
-    if (all_reduce && across) {
+    best = {startup + estimate, "ring", p.name, ch, best.tier, wire};
+    const CollectiveKind kind = all_reduce ? CollectiveKind::all_reduce
+                                : op == GroupOp::all_gather ? CollectiveKind::all_gather
+                                                            : CollectiveKind::reduce_scatter;
+    ring_floor = startup + ring_processing_time(kind, buffer_bytes, n, ch, hw.nccl);
+  }
+  if (all_reduce && across) {
+    for (const NcclProtocol& p : hw.nccl.protocols) {
       // Chains inside nodes, a tree across them, up and down; the bus bandwidth NCCL
       // gives a tree is a fraction of the ring's, and each byte goes up and comes down.
+      const NetLatency* net = hw.cluster.latency_for(p.name);
       const Tick depth = static_cast<Tick>(std::ceil(std::log2(static_cast<double>(g.nodes))));
-      const Tick tree_lat = hw.nccl.ring_startup + p.base_latency +
+      const Tick tree_lat = nccl_ring_startup(p, hw.nccl) + p.base_latency +
                             2 * (static_cast<Tick>(g.per_node - 1) * p.step_latency + depth * latency_of(net, true));
       const Tick tree = tree_lat + duration_for(2 * buffer_bytes, payload_rate(g, nvlink, nic, p, hw.nccl, false) *
                                                                        hw.cluster.tree_bandwidth_ratio);
+      const int ch = channels_for(p, buffer_bytes, hw.nccl.max_channels);
       if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes}, ring_floor = 0;
     }
   }

@@ -58,7 +58,8 @@ TEST_CASE("A ring all-reduce is a reduce-scatter then an all-gather: twice the b
     for (int r = 0; r < 8; ++r) dag.add(r, 0, "c", CollectiveOp{kind, bytes, g});
     return op_us(execute(dag, rings_only), 0);
   };
-  const double startup = to_us(h100().nccl.ring_startup + plan_ring(CollectiveKind::all_reduce, bytes, 8, h100(), kLink).protocol->base_latency);
+  const NcclProtocol& proto = *plan_ring(CollectiveKind::all_reduce, bytes, 8, h100(), kLink).protocol;
+  const double startup = to_us(nccl_ring_startup(proto, h100().nccl) + proto.base_latency);
   CHECK(one(CollectiveKind::all_reduce) ==
         Approx(one(CollectiveKind::reduce_scatter) + one(CollectiveKind::all_gather) - startup).epsilon(0.01));
 }
@@ -138,7 +139,8 @@ TEST_CASE("A small group's ring is bound by its blocks, not by its links", "[cos
   const double rs2 = simulated_ring_us(CollectiveKind::reduce_scatter, bytes, 2, h100());
   const double rs8 = simulated_ring_us(CollectiveKind::reduce_scatter, bytes, 8, h100());
   const double floor_us =
-      to_us(h100().nccl.ring_startup + ring_processing_time(CollectiveKind::reduce_scatter, bytes, 2, 24, h100().nccl));
+      to_us(nccl_ring_startup(nccl_simple_protocol(h100().nccl), h100().nccl) +
+            ring_processing_time(CollectiveKind::reduce_scatter, bytes, 2, 24, h100().nccl));
   CHECK(rs2 == Approx(floor_us).epsilon(0.001));
   CHECK(rs2 > 1.5 * rs2_links);
   CHECK(rs2 / rs8 > 0.9);
@@ -169,4 +171,38 @@ TEST_CASE("A ring across two simulated nodes leaves each through every GPU's NIC
   CHECK(busbw_gbps / 8 < 48.0);
   // Each GPU sent 1/8 of its ring bytes through its NIC, the rest over NVLink.
   for (int r = 0; r < 16; ++r) CHECK(tl.egress_bytes_across_nodes[static_cast<std::size_t>(r)] == Approx(bytes * 15 / 16 / 8).epsilon(1e-6));
+}
+
+TEST_CASE("A protocol's own start-up delays its ring by exactly that much and never decides the protocol", "[cost][nccl]") {
+  // h100_sxm gives LL and LL128 (no pipeline to fill) a shorter start than Simple.
+  const HardwareSpec& hw = h100();
+  HardwareSpec common = hw;  // every protocol on the ring's one start-up
+  for (NcclProtocol& p : common.nccl.protocols) p.startup.reset();
+  for (double bytes : {64e3, 2e6, 8e6, 32e6, 128e6, 1e9}) {
+    INFO(bytes);
+    for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
+      const CollectivePlan own = plan_ring(kind, bytes, 8, hw, kLink);
+      const CollectivePlan shared = plan_ring(kind, bytes, 8, common, kLink);
+      CHECK(own.protocol->name == shared.protocol->name);
+      CHECK(own.latency - shared.latency == nccl_ring_startup(*own.protocol, hw.nccl) - hw.nccl.ring_startup);
+      CHECK(own.processing - shared.processing == own.latency - shared.latency);
+    }
+  }
+  // Simple's chunked pipeline starts later than the flag-per-line protocols.
+  for (const NcclProtocol& p : hw.nccl.protocols)
+    if (p.name != "Simple") CHECK(nccl_ring_startup(p, hw.nccl) < nccl_ring_startup(nccl_simple_protocol(hw.nccl), hw.nccl));
+  // Where a protocol has none of its own, its rings start as every ring does.
+  CHECK(nccl_ring_startup(common.nccl.protocols.front(), common.nccl) == common.nccl.ring_startup);
+}
+
+TEST_CASE("A 2 MiB ring, on LL, starts sooner than Simple's pipeline fills: small rings cost their hops and bytes", "[cost][nccl]") {
+  // Simulated end to end on h100_sxm: the 2 MiB all-gather runs LL and takes NCCL's own latency
+  // model plus its bytes (no Simple start-up on top), well under the 37.7 us every ring's
+  // 15.5 us start gave it (Megatron-LM PR 5596 measured 20.2 us).
+  const auto [small_tl, small_op] = world_collective(CollectiveKind::all_gather, 2.0 * 1048576, 8, h100());
+  const double small_us = op_us(small_tl, small_op);
+  const CollectivePlan small = plan_ring(CollectiveKind::all_gather, 2.0 * 1048576, 8, h100(), kLink);
+  REQUIRE(small.protocol->name == "LL");
+  CHECK(small_us < 25.0);
+  CHECK(small_us > to_us(small.protocol->base_latency + 7 * small.protocol->step_latency));
 }

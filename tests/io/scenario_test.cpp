@@ -115,6 +115,9 @@ TEST_CASE("Bad hardware files name the JSON path of the problem", "[io][hardware
       {[](Json& n) { n["p2p"]["channels_per_peer"]["value"] = 64; }, "$.nccl.p2p.channels_per_peer: cannot exceed nccl.p2p.channels"},
       {[](Json& n) { n["protocols"].erase("LL"); }, "$.nccl.protocols: needs \"LL\" and \"Simple\""},
       {[](Json& n) { n["p2p_channels"] = n["p2p"]["channels"]; }, "$.nccl: unknown key \"p2p_channels\""},
+      {[](Json& n) { n["protocols"]["LL"]["startup"]["value"] = -1; }, "$.nccl.protocols.LL.startup.value: must be positive"},
+      {[](Json& n) { n["protocols"]["Simple"]["start_up"] = n["protocols"]["Simple"]["startup"]; },
+       "$.nccl.protocols.Simple: unknown key \"start_up\""},
   };
   for (const auto& [mutate, message] : p2p_errors) {
     broken = hw;

@@ -94,7 +94,9 @@ TEST_CASE("A training step prices a small group's ring as the simulator runs it:
     const CollectiveKind kind = op == GroupOp::all_gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter;
     const auto two = group_collective_cost(op, bytes, GroupLayout{2, 2, 1, 1}, h100());
     REQUIRE(two.algorithm == "ring");
-    const Tick floor = h100().nccl.ring_startup + ring_processing_time(kind, bytes, 2, two.channels, h100().nccl);
+    REQUIRE(two.protocol == "Simple");
+    const Tick floor = nccl_ring_startup(nccl_simple_protocol(h100().nccl), h100().nccl) +
+                       ring_processing_time(kind, bytes, 2, two.channels, h100().nccl);
     CHECK(two.time == floor);
     // The links alone would be faster: half the buffer crosses them.
     HardwareSpec links_only = h100();

@@ -117,6 +117,10 @@ CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ran
 // NCCL's Simple protocol (the hardware loader requires it).
 const NcclProtocol& nccl_simple_protocol(const NcclSpec& nccl);
 
+// What a ring on `proto` takes before its first hop: the protocol's own start where the
+// hardware file gives one, else the one every ring has (nccl.ring_startup).
+Tick nccl_ring_startup(const NcclProtocol& proto, const NcclSpec& nccl);
+
 // The payload's share of what a protocol puts on a NIC between nodes. `bandwidth_efficiency`
 // is its share on NVLink, where SMs store 128-byte payloads with their own overhead; over
 // the network NCCL's proxy posts RDMA writes of the protocol's buffers, so what remains is

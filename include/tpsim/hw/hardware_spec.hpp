@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -153,6 +154,9 @@ struct NcclProtocol {
   double bandwidth_efficiency = 0;  // fraction of the port bandwidth carried as payload
   int threads = 0;            // per channel block
   double channel_threshold = 0;  // bytes per thread per channel before NCCL adds a channel
+  // A ring's fixed start on this protocol (kernel start and the protocol's pipeline fill);
+  // absent: nccl.ring_startup. Not part of NCCL's estimate, so it never picks the protocol.
+  std::optional<Tick> startup;
 };
 
 // NVLink SHARP (NVLS): the NVSwitch reduces and multicasts, so an all-reduce inside a
