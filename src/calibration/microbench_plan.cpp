@@ -73,8 +73,11 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
   out.push_back(launch);
   if (gpus < 2) return out;
   for (double mib : {0.0625, 1.0, 4.0, 16.0, 256.0, 1024.0}) out.push_back(sized(MeasurementKind::peer_copy, mib * kMiB, 2));
+  // At least two sizes on each protocol NCCL picks on a node (LL, LL128, Simple), so a ring's
+  // start-up and hop latency come apart from its payload rate; dense around the protocols'
+  // crossovers (a few and a few tens of MiB on 8 GPUs), where they fall varies with the machine.
   for (auto kind : {MeasurementKind::all_gather, MeasurementKind::reduce_scatter})
-    for (double mib : {1.0, 16.0, 128.0, 1024.0}) out.push_back(sized(kind, mib * kMiB, gpus));
+    for (double mib : {0.25, 1.0, 4.0, 8.0, 16.0, 32.0, 128.0, 1024.0}) out.push_back(sized(kind, mib * kMiB, gpus));
   out.push_back(sized(MeasurementKind::barrier, 0, gpus));
   out.back().name = fmt::format("barrier x{}", gpus);
   if (gpus >= 4 && gpus % 2 == 0) {

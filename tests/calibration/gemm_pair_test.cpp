@@ -2,6 +2,8 @@
 // submatmuls; measured and predicted from the first start to the last end.
 #include "support/catch.hpp"
 
+#include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -11,6 +13,7 @@
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
+#include "tpsim/cost/nccl_cost.hpp"
 #include "tpsim/calibration/result_import.hpp"
 #include "tpsim/cuda/measured_timeline.hpp"
 #include "tpsim/report/result_writers.hpp"
@@ -106,6 +109,22 @@ TEST_CASE("microbench measures async TP's thin submatmuls alone and in pairs", "
   }
   CHECK(thin == 20);
   CHECK(pairs == 20);
+}
+
+TEST_CASE("microbench times each of NCCL's ring protocols at two sizes: its start-up apart from its rate", "[measurement]") {
+  const HardwareSpec& hw = test::h100();
+  for (MeasurementKind kind : {MeasurementKind::all_gather, MeasurementKind::reduce_scatter}) {
+    std::map<std::string, std::set<double>> sizes;  // protocol -> buffer sizes timed on it
+    for (const Measurement& m : microbench_measurements(8, Dtype::bf16))
+      if (m.kind == kind && m.gpus == 8 && m.groups == 1) {
+        const CollectiveKind c = kind == MeasurementKind::all_gather ? CollectiveKind::all_gather : CollectiveKind::reduce_scatter;
+        sizes[plan_ring(c, m.bytes, 8, hw, hw.fabric.nvlink.bytes_per_ps).protocol->name].insert(m.bytes);
+      }
+    for (const std::string p : {"LL", "LL128", "Simple"}) {
+      INFO(p);
+      CHECK(sizes[p].size() >= 2);
+    }
+  }
 }
 
 TEST_CASE("microbench times copy-engine pulls beside a weight-streaming and a compute-bound GEMM", "[measurement]") {
