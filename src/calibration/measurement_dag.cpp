@@ -127,19 +127,15 @@ MeasurementDag measurement_dag(const Measurement& m) {
       md.from_host_start = true;
       return md;
     }
-    case MeasurementKind::gemm_with_peer_copy: {
-      // Both GPUs compute while each copies to the other: async TP's situation.
-      MeasurementDag md{Dag(2)};
-      md.target = on_every_rank(md.dag, 2, 0, "gemm", [&](int) { return GemmOp{m.gemm}; });
-      on_every_rank(md.dag, 2, 1, "peer_copy", [&](int r) { return CopyOp{r, 1 - r, m.bytes}; });
-      return md;
-    }
+    case MeasurementKind::gemm_with_peer_copy:
     case MeasurementKind::peer_copy_with_gemm: {
-      // The same pair launched together, the copy timed (microbench's copies are shorter than
+      // Both GPUs compute while each copies to the other (async TP's situation), launched
+      // together; the row times the GEMM or the copy (microbench's copies are shorter than
       // their GEMMs, so they run wholly beside them).
       MeasurementDag md{Dag(2)};
-      on_every_rank(md.dag, 2, 0, "gemm", [&](int) { return GemmOp{m.gemm}; });
-      md.target = on_every_rank(md.dag, 2, 1, "peer_copy", [&](int r) { return CopyOp{r, 1 - r, m.bytes}; });
+      const OpId gemm = on_every_rank(md.dag, 2, 0, "gemm", [&](int) { return GemmOp{m.gemm}; });
+      const OpId copy = on_every_rank(md.dag, 2, 1, "peer_copy", [&](int r) { return CopyOp{r, 1 - r, m.bytes}; });
+      md.target = m.kind == MeasurementKind::gemm_with_peer_copy ? gemm : copy;
       return md;
     }
     case MeasurementKind::gemm_with_collective: {

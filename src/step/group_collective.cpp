@@ -71,6 +71,9 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
   const bool all_reduce = op == GroupOp::all_reduce;
   const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather
   const double wire = passes * buffer_bytes * (n - 1) / n;
+  const CollectiveKind kind = all_reduce ? CollectiveKind::all_reduce
+                              : op == GroupOp::all_gather ? CollectiveKind::all_gather
+                                                          : CollectiveKind::reduce_scatter;
   Tick ring_floor = 0, best_estimate = kTickMax;
   for (const NcclProtocol& p : hw.nccl.protocols) {
     const NetLatency* net = across ? hw.cluster.latency_for(p.name) : nullptr;
@@ -84,9 +87,6 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     const Tick startup = nccl_ring_startup(p, hw.nccl);
     const int ch = channels_for(p, buffer_bytes, hw.nccl.max_channels);
     best = {startup + estimate, "ring", p.name, ch, best.tier, wire};
-    const CollectiveKind kind = all_reduce ? CollectiveKind::all_reduce
-                                : op == GroupOp::all_gather ? CollectiveKind::all_gather
-                                                            : CollectiveKind::reduce_scatter;
     ring_floor = startup + ring_processing_time(kind, buffer_bytes, n, ch, hw.nccl);
   }
   if (all_reduce && across) {
