@@ -19,6 +19,10 @@ sizes); from 256 MiB (the default) it is under 10%. Collective-permutes are left
 
   tools/import_xla_collective_table.py default_collective_perf_table.txtpb --key sm_90 \
       --hardware h100_sxm --source "openxla/xla ... (commit, date)" -o out.json
+
+--nvls off marks every row as run without NVLink SHARP, for a table whose all-reduces ran as
+rings (sm_100_B200's: the bus bandwidth of its all-gathers, and faster over 4 GPUs than
+over 8, as a ring and not NVLS is).
 """
 import argparse
 import json
@@ -59,6 +63,8 @@ def main():
     ap.add_argument("--min-bytes", type=int, default=256 << 20)
     ap.add_argument("--group-sizes", default="2,4,8", help="comma-separated group sizes to keep")
     ap.add_argument("--note", default="", help="a sentence put before the file's description")
+    ap.add_argument("--nvls", choices=["on", "off"], default="on",
+                    help="off: the table's runs had NVLink SHARP off (NCCL_NVLS_ENABLE=0); every row says so")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
     sizes = {int(x) for x in a.group_sizes.split(",")}
@@ -79,6 +85,8 @@ def main():
         row["bytes"] = tensor_bytes
         row["time_us"] = round(tensor_bytes / throughput * 1e6, 1)
         row["source"] = f"{a.source}, key {a.key}, {opcode} {element}, {count} group(s) of {size}"
+        if a.nvls == "off":
+            row["nccl_nvls"] = False
         rows.append(row)
     if not rows:
         sys.exit("import_xla_collective_table: no rows at that size")

@@ -93,7 +93,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
       k == MeasurementKind::reduction)
     keys.push_back("gbps");
   if (k == MeasurementKind::reduction) keys.insert(keys.end(), {"partials", "reduction"});
-  if (is_collective(k)) keys.push_back("busbw_gbps");
+  if (is_collective(k)) keys.insert(keys.end(), {"busbw_gbps", "nccl_nvls"});
   if (has_gpus(k)) keys.insert(keys.end(), {"gpus", "groups"});
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
@@ -293,7 +293,8 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::all_gather:
     case MeasurementKind::reduce_scatter:
     case MeasurementKind::all_reduce:
-    case MeasurementKind::all_to_all: return fmt::format("{} {:.0f} B x{}{}", kind, m.bytes, m.gpus, at_once);
+    case MeasurementKind::all_to_all:
+      return fmt::format("{} {:.0f} B x{}{}{}", kind, m.bytes, m.gpus, at_once, m.nccl_nvls ? "" : ", NVLS off");
     case MeasurementKind::barrier: return fmt::format("barrier x{}{}", m.gpus, at_once);
     case MeasurementKind::launch: return "launch";
     case MeasurementKind::gemm_with_peer_copy: return fmt::format("gemm {} + peer copy {:.0f} B", shape, m.bytes);
@@ -349,6 +350,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
   } else if (m.kind == MeasurementKind::gemm_with_peer_copy || m.kind == MeasurementKind::peer_copy_with_gemm) {
     m.gpus = 2;
   }
+  if (is_collective(m.kind)) m.nccl_nvls = r.optional_bool("nccl_nvls").value_or(true);
   if (m.kind == MeasurementKind::reduction) {
     const std::int64_t n = r.positive_int("partials");
     if (n < 2 || n > kMaxGpus) fail_at(r.child_path("partials"), fmt::format("must be between 2 and {}", kMaxGpus));
@@ -451,6 +453,7 @@ Json measurement_json(const Measurement& m) {
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;
   if (has_gpus(m.kind)) j["gpus"] = m.gpus;
   if (m.groups > 1) j["groups"] = m.groups;
+  if (!m.nccl_nvls) j["nccl_nvls"] = false;
   if (m.kind == MeasurementKind::gemm_with_collective) j["collective"] = std::string(collective_kind_name(m.collective));
   if (m.kind == MeasurementKind::reduction) {
     j["partials"] = m.partials;

@@ -199,6 +199,13 @@ double scenario_span_us(const Measurement& m, const Dag& dag, const Timeline& tl
   return to_us(t.end - t.start);
 }
 
+double op_level_us(const Measurement& m, const HardwareSpec& hw) {
+  const MeasurementDag md = measurement_dag(m);
+  const double span = measured_span_us(md, execute(md.dag, hw, false));
+  // Timed by events around the launch: the kernel starts a launch gap after the start event.
+  return m.timing == MeasurementTiming::events ? span + to_us(hw.launch.device_latency) : span;
+}
+
 }  // namespace
 
 double predict_us(const Measurement& m, const HardwareSpec& hw) {
@@ -206,10 +213,12 @@ double predict_us(const Measurement& m, const HardwareSpec& hw) {
     const Dag dag = scenario_dag(m, hw);
     return scenario_span_us(m, dag, execute(dag, hw, false));
   }
-  const MeasurementDag md = measurement_dag(m);
-  const double span = measured_span_us(md, execute(md.dag, hw, false));
-  // Timed by events around the launch: the kernel starts a launch gap after the start event.
-  return m.timing == MeasurementTiming::events ? span + to_us(hw.launch.device_latency) : span;
+  if (!m.nccl_nvls && hw.nccl.nvls.present()) {  // NCCL as it ran: without NVLS, as a scenario's "nccl_nvls": false
+    HardwareSpec without = hw;
+    without.nccl.nvls = {};
+    return op_level_us(m, without);
+  }
+  return op_level_us(m, hw);
 }
 
 std::vector<double> predict_all_us(const std::vector<Measurement>& ms, const HardwareSpec& hw) {

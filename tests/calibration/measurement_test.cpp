@@ -484,3 +484,31 @@ TEST_CASE("A copy timed beside a GEMM: the copy is the op timed, the GEMM runs o
   CHECK(gemms == 2);
   CHECK(error_of(R"([{"kind": "peer_copy_with_gemm", "bytes": 4194304, "time_us": 10}])") == "$.measurements[0]: missing required key \"m\"");
 }
+
+TEST_CASE("A collective row can say its NCCL ran without NVLS: an 8-GPU all-reduce then runs the ring", "[measurement]") {
+  const auto ms = parse(R"([
+      {"kind": "all_reduce", "gpus": 8, "bytes": 1073741824, "time_us": 4000, "nccl_nvls": false},
+      {"kind": "all_reduce", "gpus": 8, "bytes": 1073741824, "time_us": 4000},
+      {"kind": "all_reduce", "gpus": 2, "groups": 4, "bytes": 1073741824, "time_us": 4000, "nccl_nvls": false}])");
+  REQUIRE(ms.size() == 3);
+  CHECK_FALSE(ms[0].nccl_nvls);
+  CHECK(ms[1].nccl_nvls);
+  CHECK(ms[0].name == "all_reduce 1073741824 B x8, NVLS off");
+  CHECK(measurement_json(ms[0])["nccl_nvls"] == false);
+  CHECK_FALSE(measurement_json(ms[1]).contains("nccl_nvls"));
+  CHECK_FALSE(parse("[" + measurement_json(ms[0]).dump() + "]").front().nccl_nvls);  // written as read
+  // Without NVLS the row is priced as the ring it ran: as on a model that has no NVLS at all,
+  // and slower than NVLS, which reduces in the switch and moves (n+1)/n of the buffer a port
+  // where the ring moves 2(n-1)/n.
+  HardwareSpec no_nvls = test::h100();
+  no_nvls.nccl.nvls = {};
+  const double ring = predict_us(ms[0], test::h100());
+  CHECK(ring == Approx(predict_us(ms[1], no_nvls)));
+  CHECK(predict_us(ms[1], test::h100()) < 0.8 * ring);
+  // NCCL sets NVLS up only for three GPUs or more: a pair runs its ring either way.
+  Measurement pair_with_nvls = ms[2];
+  pair_with_nvls.nccl_nvls = true;
+  CHECK(predict_us(ms[2], test::h100()) == Approx(predict_us(pair_with_nvls, test::h100())));
+  CHECK(error_of(R"([{"kind": "all_reduce", "gpus": 8, "bytes": 8, "time_us": 1, "nccl_nvls": "off"}])").starts_with("$.measurements[0].nccl_nvls"));
+  CHECK_THAT(error_of(R"([{"kind": "local_copy", "bytes": 8, "time_us": 1, "nccl_nvls": false}])"), Catch::Matchers::Contains("unknown key \"nccl_nvls\""));
+}

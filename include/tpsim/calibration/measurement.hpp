@@ -63,6 +63,7 @@ struct Measurement {
   double bytes = 0;    // copies, collectives (the whole buffer), interference
   int gpus = 1;        // the GPUs that meet in one collective or barrier
   int groups = 1;      // collective kinds: so many groups of `gpus` GPUs run it at once (group 0's is timed)
+  bool nccl_nvls = true;  // collective kinds: false where the run had NVLink SHARP off (NCCL_NVLS_ENABLE=0)
   CollectiveKind collective = CollectiveKind::all_gather;  // gemm_with_collective
   std::shared_ptr<const Scenario> scenario;                // scenario kind: one variant
   std::string op;   // scenario kind: when set, the device time of this op on `op_rank` instead of the makespan
