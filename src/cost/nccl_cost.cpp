@@ -142,7 +142,7 @@ Tick collnet_direct_estimate(double buffer_bytes, int per_node, const HardwareSp
   const double p = static_cast<double>(per_node);
   const Tick in_node = duration_for(2 * buffer_bytes * (p - 1) / p, hw.fabric.nvlink.bytes_per_ps * simple.bandwidth_efficiency);
   const Tick across = duration_for(buffer_bytes / p, nic_bytes_per_ps);  // Simple's chunks cross whole
-  return hw.nccl.ring_startup + 2 * simple.step_latency + hw.cluster.sharp.latency + std::max(in_node, across);
+  return 2 * simple.step_latency + hw.cluster.sharp.latency + std::max(in_node, across);
 }
 
 bool nvls_collnet_applies(CollectiveKind kind, NodeSpread spread, const HardwareSpec& hw) {
@@ -154,7 +154,7 @@ Tick nvls_collnet_estimate(double buffer_bytes, int per_node, const HardwareSpec
   const Tick in_node =
       duration_for(nvls_bytes_per_rank(buffer_bytes, per_node), hw.fabric.nvlink.bytes_per_ps * nvls_efficiency(hw.nccl.nvls));
   const Tick across = duration_for(buffer_bytes / per_node, nic_bytes_per_ps);
-  return hw.nccl.ring_startup + hw.nccl.nvls.latency + hw.cluster.sharp.nvls_latency + std::max(in_node, across);
+  return hw.nccl.nvls.latency + hw.cluster.sharp.nvls_latency + std::max(in_node, across);
 }
 
 CollectivePlan plan_collective(CollectiveKind kind, double buffer_bytes, int ranks, bool one_node, const HardwareSpec& hw,

@@ -64,9 +64,18 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     return {lat + duration_for(buffer_bytes, payload), "p2p", p.name, plan.blocks, best.tier, buffer_bytes};
   }
   best.time = kTickMax;
-  // NCCL picks a ring's protocol by its own estimate (links only; a protocol's start-up is
-  // not in it); the ring it picks then takes no less than its blocks need to process the
-  // buffer (ring_processing_time).
+  // NCCL picks the algorithm and protocol by its own estimate (links only; no start-up in
+  // it: a ring's depends on its protocol, the other algorithms take nccl.ring_startup); the
+  // one it picks then pays its start-up, and a ring takes no less than its blocks need to
+  // process the buffer (ring_processing_time).
+  Tick best_estimate = kTickMax, ring_floor = 0;
+  const auto consider = [&](Tick estimate, Tick startup, GroupCollectiveCost candidate) {
+    if (estimate >= best_estimate) return false;
+    best_estimate = estimate;
+    candidate.time = startup + estimate;
+    best = std::move(candidate);
+    return true;
+  };
   const int n = g.ranks;
   const bool all_reduce = op == GroupOp::all_reduce;
   const int passes = all_reduce ? 2 : 1;  // reduce-scatter then all-gather
@@ -74,20 +83,16 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
   const CollectiveKind kind = all_reduce ? CollectiveKind::all_reduce
                               : op == GroupOp::all_gather ? CollectiveKind::all_gather
                                                           : CollectiveKind::reduce_scatter;
-  Tick ring_floor = 0, best_estimate = kTickMax;
   for (const NcclProtocol& p : hw.nccl.protocols) {
     const NetLatency* net = across ? hw.cluster.latency_for(p.name) : nullptr;
     const double bus = payload_rate(g, nvlink, nic, p, hw.nccl, true);
     const int steps = passes * (n - 1), inter = across ? passes * (g.nodes - 1) : 0;
     const Tick ring_lat = p.base_latency + static_cast<Tick>(steps - inter) * p.step_latency +
                           (across ? static_cast<Tick>(inter) * latency_of(net, false) : 0);
-    const Tick estimate = ring_lat + duration_for(wire, bus);
-    if (estimate >= best_estimate) continue;
-    best_estimate = estimate;
     const Tick startup = nccl_ring_startup(p, hw.nccl);
     const int ch = channels_for(p, buffer_bytes, hw.nccl.max_channels);
-    best = {startup + estimate, "ring", p.name, ch, best.tier, wire};
-    ring_floor = startup + ring_processing_time(kind, buffer_bytes, n, ch, hw.nccl);
+    if (consider(ring_lat + duration_for(wire, bus), startup, {0, "ring", p.name, ch, best.tier, wire}))
+      ring_floor = startup + ring_processing_time(kind, buffer_bytes, n, ch, hw.nccl);
   }
   if (all_reduce && across) {
     for (const NcclProtocol& p : hw.nccl.protocols) {
@@ -95,37 +100,33 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
       // gives a tree is a fraction of the ring's, and each byte goes up and comes down.
       const NetLatency* net = hw.cluster.latency_for(p.name);
       const Tick depth = static_cast<Tick>(std::ceil(std::log2(static_cast<double>(g.nodes))));
-      const Tick tree_lat = nccl_ring_startup(p, hw.nccl) + p.base_latency +
-                            2 * (static_cast<Tick>(g.per_node - 1) * p.step_latency + depth * latency_of(net, true));
+      const Tick tree_lat = p.base_latency + 2 * (static_cast<Tick>(g.per_node - 1) * p.step_latency + depth * latency_of(net, true));
       const Tick tree = tree_lat + duration_for(2 * buffer_bytes, payload_rate(g, nvlink, nic, p, hw.nccl, false) *
                                                                        hw.cluster.tree_bandwidth_ratio);
       const int ch = channels_for(p, buffer_bytes, hw.nccl.max_channels);
-      if (tree < best.time) best = {tree, "tree", p.name, ch, best.tier, 2 * buffer_bytes}, ring_floor = 0;
+      consider(tree, nccl_ring_startup(p, hw.nccl), {0, "tree", p.name, ch, best.tier, 2 * buffer_bytes});
     }
   }
   // NVLS tree: an all-reduce across nodes with two or more members in each, on nodes with NVLS.
   const NodeSpread spread{g.per_node, g.nodes, g.per_node};
-  if (op == GroupOp::all_reduce && nvls_tree_applies(CollectiveKind::all_reduce, spread, hw)) {
-    const Tick t = hw.nccl.ring_startup + nvls_tree_estimate(buffer_bytes, g.per_node, g.nodes, hw, nic);
-    if (t < best.time)
-      best = {t, "nvls_tree", "Simple", hw.nccl.nvls.channels, best.tier, nvls_tree_nic_bytes(buffer_bytes, g.per_node, g.nodes)};
-  }
+  if (all_reduce && nvls_tree_applies(CollectiveKind::all_reduce, spread, hw))
+    consider(nvls_tree_estimate(buffer_bytes, g.per_node, g.nodes, hw, nic), hw.nccl.ring_startup,
+             {0, "nvls_tree", "Simple", hw.nccl.nvls.channels, best.tier, nvls_tree_nic_bytes(buffer_bytes, g.per_node, g.nodes)});
   // CollNet (the switches reduce; the scenario's nccl_collnet): each member's 1/p slice crosses
   // its NIC once each way, where a ring's bytes cross 2(n-1)/n times.
-  if (op == GroupOp::all_reduce && collnet_applies(CollectiveKind::all_reduce, spread, hw)) {
-    const Tick t = collnet_direct_estimate(buffer_bytes, g.per_node, hw, nic);
+  if (all_reduce && collnet_applies(CollectiveKind::all_reduce, spread, hw)) {
     const int ch = channels_for(nccl_simple_protocol(hw.nccl), buffer_bytes, hw.nccl.max_channels);
-    if (t < best.time) best = {t, "collnet_direct", "Simple", ch, best.tier, buffer_bytes / g.per_node};
+    consider(collnet_direct_estimate(buffer_bytes, g.per_node, hw, nic), hw.nccl.ring_startup,
+             {0, "collnet_direct", "Simple", ch, best.tier, buffer_bytes / g.per_node});
   }
-  if (op == GroupOp::all_reduce && nvls_collnet_applies(CollectiveKind::all_reduce, spread, hw)) {
-    const Tick t = nvls_collnet_estimate(buffer_bytes, g.per_node, hw, nic);
-    if (t < best.time) best = {t, "nvls_collnet", "Simple", hw.nccl.nvls.channels, best.tier, buffer_bytes / g.per_node};
-  }
+  if (all_reduce && nvls_collnet_applies(CollectiveKind::all_reduce, spread, hw))
+    consider(nvls_collnet_estimate(buffer_bytes, g.per_node, hw, nic), hw.nccl.ring_startup,
+             {0, "nvls_collnet", "Simple", hw.nccl.nvls.channels, best.tier, buffer_bytes / g.per_node});
   // NVLS: an all-reduce inside one NVSwitch node, where the hardware has it.
-  if (op == GroupOp::all_reduce && nvls_applies(CollectiveKind::all_reduce, g.ranks, !across, hw)) {
+  if (all_reduce && nvls_applies(CollectiveKind::all_reduce, g.ranks, !across, hw)) {
     const CollectivePlan nvls = plan_nvls(buffer_bytes, g.ranks, hw);
-    const Tick t = hw.nccl.ring_startup + nvls_estimate(buffer_bytes, g.ranks, hw, nvlink);
-    if (t < best.time) best = {t, "nvls", nvls.protocol->name, nvls.channels, best.tier, nvls.bytes_per_rank};
+    consider(nvls_estimate(buffer_bytes, g.ranks, hw, nvlink), hw.nccl.ring_startup,
+             {0, "nvls", nvls.protocol->name, nvls.channels, best.tier, nvls.bytes_per_rank});
   }
   if (best.algorithm == "ring") best.time = std::max(best.time, ring_floor);
   return best;
