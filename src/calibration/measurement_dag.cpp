@@ -100,7 +100,8 @@ MeasurementDag measurement_dag(const Measurement& m) {
       return md;
     }
     case MeasurementKind::all_to_all: {
-      // As NCCL runs it: grouped send/recv, every rank 1/gpus of its buffer to each peer at once.
+      // As NCCL runs it: grouped send/recv, every rank 1/gpus of its buffer to each peer at
+      // once and to itself (a copy in the same kernel).
       MeasurementDag md{Dag(m.gpus * m.groups)};
       const std::vector<int> groups = measured_groups(md.dag, m);
       for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -110,7 +111,7 @@ MeasurementDag measurement_dag(const Measurement& m) {
           std::vector<Transfer> sends;
           for (int peer : ranks)
             if (peer != r) sends.push_back({peer, m.bytes / m.gpus});
-          const OpId id = md.dag.add(r, 0, "all_to_all", SendRecvOp{std::move(sends), rendezvous});
+          const OpId id = md.dag.add(r, 0, "all_to_all", SendRecvOp{std::move(sends), rendezvous, m.bytes / m.gpus});
           if (g == 0 && r == ranks.front()) md.target = id;
         }
       }

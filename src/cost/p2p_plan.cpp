@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <map>
 #include <stdexcept>
 
 namespace tpsim {
@@ -63,7 +63,7 @@ P2pPlan plan_p2p(const std::vector<P2pRound>& rounds, const P2pGroup& g, const N
   if (g.ranks < 2 || g.per_node < 1 || p.channels < 1) throw std::logic_error("send/recv planned for fewer than 2 ranks");
   P2pPlan plan;
   double largest = 0;
-  std::set<int> used;
+  std::map<int, double> on_channel;  // bytes each block moves
   const int per_node = std::min(g.per_node, g.ranks);
   const int nodes = (g.ranks + per_node - 1) / per_node;
   const int per_peer = channels_per_peer(g, p);
@@ -77,17 +77,36 @@ P2pPlan plan_p2p(const std::vector<P2pRound>& rounds, const P2pGroup& g, const N
   };
   const int me = ((g.rank % g.ranks) + g.ranks) % g.ranks;
   for (const P2pRound& r : rounds) {
-    largest = std::max(largest, r.bytes);
-    const int ahead = (me + r.distance) % g.ranks, behind = ((me - r.distance) % g.ranks + g.ranks) % g.ranks;
-    const int parts = std::min(p2p_parts(r.bytes, g, nccl), per_peer);  // part k on channel base + k % per peer
-    for (const int base : {base_of(me, ahead), base_of(behind, me)}) {  // the send, the receive
+    if (r.distance < 0 || r.distance >= g.ranks) throw std::logic_error("send/recv round past the group");
+    // A message's parts land on the round's channels, part k on base + k; its bytes count
+    // against those blocks when the peer shares the node: the block rate is measured on
+    // NVLink peers, while for a network peer the block fills a buffer the proxy drains, at a
+    // rate not measured here (its channel is still held).
+    const auto place = [&](double bytes, int base, int peer) {
+      const int parts = std::min(p2p_parts(bytes, g, nccl), per_peer);
       const int first = mirror_bits(base % p.channels, p.channels);
-      for (int k = 0; k < parts; ++k) used.insert((first + k) % p.channels);
+      const double counted = peer / per_node == me / per_node ? bytes / parts : 0.0;
+      for (int k = 0; k < parts; ++k) on_channel[(first + k) % p.channels] += counted;
+    };
+    if (r.distance == 0) {  // the copy to itself: one pass through its blocks, never LL
+      place(r.bytes, base_of(me, me), me);
+      continue;
     }
+    const double received = r.received < 0 ? r.bytes : r.received;
+    largest = std::max({largest, r.bytes, received});
+    const int ahead = (me + r.distance) % g.ranks, behind = ((me - r.distance) % g.ranks + g.ranks) % g.ranks;
+    place(r.bytes, base_of(me, ahead), ahead);     // the send
+    place(received, base_of(behind, me), behind);  // the receive
   }
-  plan.blocks = static_cast<int>(used.size());
+  plan.blocks = static_cast<int>(on_channel.size());
+  for (const auto& [channel, bytes] : on_channel) plan.busiest_block_bytes = std::max(plan.busiest_block_bytes, bytes);
   plan.protocol = &protocol_named(nccl, largest <= p.ll_threshold_bytes ? "LL" : "Simple");
   return plan;
+}
+
+Tick p2p_processing_time(const P2pPlan& plan, const NcclSpec& nccl) {
+  if (!(nccl.p2p.channel_bytes_per_ps > 0)) return 0;
+  return duration_for(plan.busiest_block_bytes, nccl.p2p.channel_bytes_per_ps);
 }
 
 }  // namespace tpsim

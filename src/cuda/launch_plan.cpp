@@ -145,6 +145,7 @@ LaunchPlan plan_launches(const Dag& dag) {
                 l.kind = LaunchKind::nccl_sendrecv;
                 std::vector<std::string> parts;
                 for (const auto& t : s.sends) parts.push_back(fmt::format("send {:.0f} B to {}", t.bytes, t.peer));
+                if (s.self_bytes > 0) parts.push_back(fmt::format("copy {:.0f} B to itself", s.self_bytes));
                 l.args = fmt::format("{}", fmt::join(parts, ", "));
               },
               [&](const BarrierOp&) { l.kind = LaunchKind::barrier; },

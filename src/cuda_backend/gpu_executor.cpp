@@ -105,6 +105,11 @@ void issue(const Launch& l, const Dag& dag, const LaunchPlan& plan, RankState& s
         TPSIM_GPU_CHECK(ncclRecv(st.arena + offset, static_cast<std::size_t>(t.bytes), ncclChar, peer(t.peer), comm, s));
         offset += static_cast<std::size_t>(t.bytes);
       }
+      if (sr.self_bytes > 0) {  // an all-to-all's own share, as NCCL's grouped call copies it
+        const auto self = static_cast<std::size_t>(sr.self_bytes);
+        TPSIM_GPU_CHECK(ncclSend(st.arena, self, ncclChar, peer(op.rank), comm, s));
+        TPSIM_GPU_CHECK(ncclRecv(st.arena + offset + 256, self, ncclChar, peer(op.rank), comm, s));  // not in place: NCCL skips that
+      }
       TPSIM_GPU_CHECK(ncclGroupEnd());
       return;
     }

@@ -53,7 +53,7 @@ double launch_bytes(const Op& op, const Dag& dag) {
   if (const auto* s = std::get_if<SendRecvOp>(&op.payload)) {
     double sum = 0;
     for (const auto& t : s->sends) sum += t.bytes;
-    return 2 * sum;  // as much again for what it receives (ring steps are symmetric)
+    return 2 * (sum + s->self_bytes) + 256;  // as much again for what it receives (ring steps are symmetric)
   }
   return 0;
 }

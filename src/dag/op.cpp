@@ -74,7 +74,7 @@ double op_bytes(const Op& op) {
                                [](const CopyOp& c) { return c.bytes; },
                                [](const CollectiveOp& c) { return c.buffer_bytes; },
                                [](const SendRecvOp& s) {
-                                 double b = 0;
+                                 double b = s.self_bytes;
                                  for (const auto& t : s.sends) b += t.bytes;
                                  return b;
                                },

@@ -144,6 +144,7 @@ P2pSpec parse_p2p(const ObjectReader& r) {
   p.net_chunk_bytes = q.bytes("net_chunk_size");
   p.ll_threshold_bytes = q.bytes("ll_threshold");
   p.threads = q.count("threads_per_block", 1024);
+  if (r.has("channel_bandwidth")) p.channel_bytes_per_ps = q.get("channel_bandwidth", "bandwidth");
   return p;
 }
 
@@ -360,7 +361,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
       hw.nccl.protocols.push_back(parse_protocol(name, protos.object(name, {"base_latency", "step_latency", "bandwidth_efficiency", "threads_per_block", "channel_threshold", "startup"})));
   if (hw.nccl.protocols.empty()) fail_at(protos.path(), "needs at least one protocol");
   hw.nccl.p2p = parse_p2p(nccl.object("p2p", {"channels", "channels_per_peer", "channels_per_net_peer", "chunk_size", "net_chunk_size",
-                                              "ll_threshold", "threads_per_block"}));
+                                              "ll_threshold", "threads_per_block", "channel_bandwidth"}));
   if (!protos.has("LL") || !protos.has("Simple"))
     fail_at(protos.path(), "needs \"LL\" and \"Simple\": NCCL's send/recv runs one or the other (nccl.p2p.ll_threshold)");
   // A ring channel's copy and reduce rates come together or not at all.

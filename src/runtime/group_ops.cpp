@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "machine.hpp"
+#include "tpsim/cost/p2p_plan.hpp"
 
 namespace tpsim::runtime_detail {
 
@@ -145,14 +146,25 @@ void Machine::run_nvls_tree(const std::vector<OpId>& members, const CollectivePl
 }
 
 // NCCL send/recv synchronises sender and receiver; all ranks of a step move together.
+// The messages cross the links as NCCL's grouped send/recv moves them; the kernels end
+// when the last has landed and every member's busiest block has moved its parts (its
+// sends, receives and copy to itself), a clock that starts with the first byte.
 void Machine::run_sendrecv(const std::vector<OpId>& members, const NcclProtocol& proto) {
-  sim_.schedule_after(proto.base_latency + proto.step_latency, [this, members, &proto] {
+  const Tick latency = proto.base_latency + proto.step_latency;
+  Tick processing = 0;
+  for (OpId m : members)
+    processing = std::max(processing, p2p_processing_time(p2p_plan_of(m, std::get<SendRecvOp>(dag_.op(m).payload)), hw_.nccl));
+  auto left = std::make_shared<int>(processing > 0 ? 2 : 1);
+  auto finish = [this, members, left] {
+    if (--*left == 0) release_all(members);
+  };
+  if (processing > 0) sim_.schedule_after(latency + processing, finish);  // both below 9e18 (duration_for)
+  sim_.schedule_after(latency, [this, members, &proto, finish] {
     std::vector<std::pair<std::pair<int, int>, double>> transfers;
     for (OpId m : members)
       for (const Transfer& t : std::get<SendRecvOp>(dag_.op(m).payload).sends)
         transfers.push_back({{dag_.op(m).rank, t.peer}, t.bytes});
-    move_all(std::move(transfers), {proto.bandwidth_efficiency, nccl_network_payload_share(proto, hw_.nccl)},
-             [this, members] { release_all(members); });
+    move_all(std::move(transfers), {proto.bandwidth_efficiency, nccl_network_payload_share(proto, hw_.nccl)}, finish);
   });
 }
 

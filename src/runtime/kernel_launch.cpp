@@ -143,6 +143,7 @@ P2pPlan Machine::p2p_plan_of(OpId id, const SendRecvOp& s) const {
   const int me = pg.index_of(dag_.op(id).rank);
   std::vector<P2pRound> rounds;
   for (const Transfer& t : s.sends) rounds.push_back({((pg.index_of(t.peer) - me) % n + n) % n, t.bytes});
+  if (s.self_bytes > 0) rounds.push_back({0, s.self_bytes});
   return plan_p2p(rounds, {n, fabric_of(s.group).spread.most, me}, hw_.nccl);
 }
 

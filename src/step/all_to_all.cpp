@@ -165,13 +165,14 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
   // Inside a node every link is NVLink and scales with a protocol's efficiency alike, so the
   // links are solved once; across nodes NVLink and the NICs take different shares.
   const double nvlink_ps = across ? 0 : all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps, 0, hw.cluster.oversubscription);
+  const auto latency_of = [&](const NcclProtocol& p) {
+    if (!across) return p.base_latency + p.step_latency;  // one hop to every peer at once
+    const NetLatency* net = hw.cluster.latency_for(p.name);
+    if (!net) throw std::logic_error("cluster network latency missing for a protocol");
+    return p.base_latency + net->ring_step;
+  };
   const auto priced = [&](const NcclProtocol& p) {
-    Tick lat = p.base_latency + p.step_latency;  // one hop to every peer at once
-    if (across) {
-      const NetLatency* net = hw.cluster.latency_for(p.name);
-      if (!net) throw std::logic_error("cluster network latency missing for a protocol");
-      lat = p.base_latency + net->ring_step;
-    }
+    const Tick lat = latency_of(p);
     const double ps = std::ceil(across ? all_to_all_transfer_ps(g, traffic, hw.fabric.nvlink.bytes_per_ps * p.bandwidth_efficiency,
                                                                 nic * nccl_network_payload_share(p, hw.nccl), hw.cluster.oversubscription)
                                        : nvlink_ps / p.bandwidth_efficiency);
@@ -180,11 +181,21 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
   };
   if (!traffic.node_forwarding) {
     // NCCL's grouped send/recv: the protocol and channels its planning gives member 0's
-    // message to each peer (one round per peer distance).
-    std::vector<P2pRound> rounds;
-    for (int d = 1; d < g.ranks; ++d) rounds.push_back({d, traffic.bytes(0, d)});
-    const P2pPlan plan = plan_p2p(rounds, {g.ranks, per_node}, hw.nccl);
-    return {priced(*plan.protocol), "p2p", plan.protocol->name, plan.blocks, best.tier, busiest_send};
+    // message to each peer (one round per peer distance). Every member's kernel also moves
+    // its own share (a copy in the kernel), and the op ends no sooner than the busiest
+    // block of any member has moved its parts (a hot member receives or sends the most).
+    const auto rounds_of = [&](int m) {
+      std::vector<P2pRound> rounds;
+      for (int d = 1; d < g.ranks; ++d) rounds.push_back({d, traffic.bytes(m, (m + d) % g.ranks), traffic.bytes((m - d + g.ranks) % g.ranks, m)});
+      rounds.push_back({0, traffic.bytes(m, m)});
+      return rounds;
+    };
+    const P2pPlan plan = plan_p2p(rounds_of(0), {g.ranks, per_node}, hw.nccl);
+    const NcclProtocol& p = *plan.protocol;
+    Tick processing = 0;
+    for (int m = 0; m < g.ranks && hw.nccl.p2p.channel_bytes_per_ps > 0; ++m)
+      processing = std::max(processing, p2p_processing_time(plan_p2p(rounds_of(m), {g.ranks, per_node, m}, hw.nccl), hw.nccl));
+    return {std::max(priced(p), latency_of(p) + processing), "p2p", p.name, plan.blocks, best.tier, busiest_send};
   }
   best.time = kTickMax;
   for (const NcclProtocol& p : hw.nccl.protocols) {

@@ -61,7 +61,8 @@ GroupCollectiveCost group_collective_cost(GroupOp op, double buffer_bytes, const
     const NcclProtocol& p = *plan.protocol;
     const double payload = across ? hw.cluster.nic.bytes_per_ps * nccl_network_payload_share(p, hw.nccl) : nvlink * p.bandwidth_efficiency;
     const Tick lat = p.base_latency + (across ? hw.cluster.nic.latency : hw.fabric.nvlink.latency);
-    return {lat + duration_for(buffer_bytes, payload), "p2p", p.name, plan.blocks, best.tier, buffer_bytes};
+    const Tick time = lat + std::max(duration_for(buffer_bytes, payload), p2p_processing_time(plan, hw.nccl));
+    return {time, "p2p", p.name, plan.blocks, best.tier, buffer_bytes};
   }
   best.time = kTickMax;
   // NCCL picks the algorithm and protocol by its own estimate (links only; no start-up in

@@ -52,9 +52,10 @@ void all_to_all_baseline(Dag& dag, const Region& r) {
     return sends;
   };
   for (int rank : pg.ranks) {
-    dag.add(rank, kCompute, r.name + ".dispatch", SendRecvOp{to_every_peer(rank, r.bytes), dispatch});
+    // NCCL's all-to-all sends each rank's own share to itself too (a copy in the kernel).
+    dag.add(rank, kCompute, r.name + ".dispatch", SendRecvOp{to_every_peer(rank, r.bytes), dispatch, r.bytes / pg.size()});
     add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
-    dag.add(rank, kCompute, r.name + ".combine", SendRecvOp{to_every_peer(rank, out_bytes), combine});
+    dag.add(rank, kCompute, r.name + ".combine", SendRecvOp{to_every_peer(rank, out_bytes), combine, out_bytes / pg.size()});
   }
 }
 

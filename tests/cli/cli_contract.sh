@@ -78,7 +78,8 @@ assert any(c["dim"] == "ep" and c["op"].startswith("all_to_all") for c in v["col
 assert v["moe_layer_ms"]["backward"] > v["moe_layer_ms"]["forward"] > 0
 '; then echo "ok moe run"; else echo "FAIL moe run"; fails=$((fails+1)); fi
 # A routing histogram: one number per expert; a hot expert across nodes makes the dispatch
-# (into its rank's NIC) slower than the combine (out through its node's NICs).
+# (into its rank's NIC) slower than the combine (out through its node's NICs, paced by the
+# hot rank's NCCL blocks: a communicator across nodes plans 2 channels a peer).
 check "expert_load length" 2 '$.workload.expert_load: must be an array of 8 numbers (one per expert), got 3 numbers' "$(moe_step 8 ', "expert_load": [1, 2, 3]')"
 moe_step 8 ', "expert_load": [7, 1, 1, 1, 1, 1, 1, 1]' > "$work/moe_hot.json"
 if "$tpsim" run "$work/moe_hot.json" --json - 2> /dev/null | python3 -c '
@@ -86,7 +87,7 @@ import json, sys
 v = json.load(sys.stdin)["results"][0]
 ep = {c["op"]: c for c in v["collectives"] if c["dim"] == "ep"}
 assert ep["all_to_all (dispatch)"]["link"] == "nic", ep
-assert ep["all_to_all (dispatch)"]["time_ms"] > 2 * ep["all_to_all (combine)"]["time_ms"], ep
+assert ep["all_to_all (dispatch)"]["time_ms"] > 1.1 * ep["all_to_all (combine)"]["time_ms"], ep
 '; then echo "ok moe histogram run"; else echo "FAIL moe histogram run"; fails=$((fails+1)); fi
 # Inputs that are not regular files, stdin, --version, a misspelled command.
 one_line() {  # name, expected stderr substring, command...

@@ -43,7 +43,7 @@ TEST_CASE("An all-to-all sends (G-1)/G of each rank's rows out and the products 
   CHECK(op_flops(dag.op(dag.program(0)[1])) == Approx(2.0 * 16384 * 4096 * 14336));
 }
 
-TEST_CASE("An all-to-all on NVSwitch moves at the port's rate, and a port twice as fast halves it", "[strategies][all_to_all_region]") {
+TEST_CASE("An all-to-all on NVSwitch moves at the port's rate, and a port twice as fast halves it until NCCL's blocks bind", "[strategies][all_to_all_region]") {
   const Scenario s = parse_scenario(Json::parse(a2a(8, 65536, 4096, 128)), "");
   const RunResult base = run_scenario(s);
   const double bytes = 7.0 / 8 * 65536 * 4096 * 2;
@@ -52,10 +52,24 @@ TEST_CASE("An all-to-all on NVSwitch moves at the port's rate, and a port twice 
   const double port = h100().fabric.nvlink.bytes_per_ps * 1e6;  // bytes per us
   CHECK(t > bytes / port);
   CHECK(t < 1.5 * bytes / port);
-  Scenario fast = s;
+  // With NCCL's blocks never binding, a port twice as fast halves it.
+  Scenario links = s;
+  links.hardware.nccl.p2p.channel_bytes_per_ps = 0;
+  Scenario fast = links;
   fast.hardware.fabric.nvlink.bytes_per_ps *= 2;
+  const double t_links = span_us(variant(run_scenario(links), "baseline"), ".dispatch");
   const double t_fast = span_us(variant(run_scenario(fast), "baseline"), ".dispatch");
-  CHECK(t_fast / t == Approx(0.5).epsilon(0.05));
+  CHECK(t_links == Approx(t).epsilon(1e-9));  // the port binds on the shipped model
+  CHECK(t_fast / t_links == Approx(0.5).epsilon(0.05));
+  // With them, no faster than the busiest block: 8 rounds (7 peers and itself) of 64 MiB in
+  // 4 parts on 32 channels, each block 16 MiB out and 16 MiB in.
+  Scenario blocks = s;
+  blocks.hardware.fabric.nvlink.bytes_per_ps *= 2;
+  const double t_blocks = span_us(variant(run_scenario(blocks), "baseline"), ".dispatch");
+  const double floor_us = 32.0 * 1024 * 1024 / (h100().nccl.p2p.channel_bytes_per_ps * 1e6);
+  CHECK(t_blocks > floor_us);
+  CHECK(t_blocks < 1.05 * floor_us);
+  CHECK(t_blocks > 1.2 * t_fast);
 }
 
 TEST_CASE("Only NCCL's all-to-all exists for the expert region, and rows must split evenly", "[strategies][all_to_all_region]") {

@@ -9,7 +9,12 @@
 // channel space), across nodes each on its own (node distance + in-node step / 8);
 // a message is cut into parts of one chunk each (at least the minimum channels a round may
 // use, more while a chunk would exceed the largest), part k on the round's channel + k.
-// The kernel's grid is the channels any part landed on.
+// The kernel's grid is the channels any part landed on. A round of distance 0 is a rank's
+// send to itself: NCCL plans it as any other round and its kernel copies it (no link).
+//
+// Each channel's block moves its parts through NCCL's send, receive and copy loops
+// (src/device/sendrecv.h: a block's warps are split among the works it holds), so a block
+// that holds more bytes than the others ends last however fast the links are.
 #include <vector>
 
 #include "tpsim/hw/hardware_spec.hpp"
@@ -17,10 +22,13 @@
 namespace tpsim {
 
 // One round of a rank's grouped send/recv: the peer `distance` ranks ahead in the group
-// (1 .. ranks-1), whose message (and the one received from `distance` behind) is `bytes`.
+// (1 .. ranks-1), whose message (and the one received from `distance` behind) is `bytes`;
+// distance 0: the copy to itself. `received`: what comes from `distance` behind where it
+// differs (an uneven all-to-all); below 0, as much as is sent.
 struct P2pRound {
   int distance = 1;
   double bytes = 0;
+  double received = -1;
 };
 
 // Where the group sits: `ranks` GPUs, `per_node` of them in each node (all in one when
@@ -36,11 +44,17 @@ struct P2pGroup {
 struct P2pPlan {
   const NcclProtocol* protocol = nullptr;  // LL up to the threshold, Simple above: never LL128
   int blocks = 0;                          // channels with a part: the kernel's grid
+  double busiest_block_bytes = 0;          // what the most loaded block sends, receives and copies
+                                           // to and from peers in its node
 };
 
 // Channels one message of `bytes` is cut into (calcP2pChunkSize's parts).
 int p2p_parts(double bytes, const P2pGroup& group, const NcclSpec& nccl);
 
 P2pPlan plan_p2p(const std::vector<P2pRound>& rounds, const P2pGroup& group, const NcclSpec& nccl);
+
+// How long the busiest block takes to move its bytes at nccl.p2p.channel_bandwidth; 0
+// where the hardware model does not give that rate.
+Tick p2p_processing_time(const P2pPlan& plan, const NcclSpec& nccl);
 
 }  // namespace tpsim

@@ -37,6 +37,8 @@ struct Transfer {
 struct SendRecvOp {  // NCCL send/recv (grouped): an SM kernel holding p2p channel blocks
   std::vector<Transfer> sends;  // what this rank sends; it receives what peers send it
   int group = 0;                // every rank's matching send/recv of this step
+  double self_bytes = 0;        // what it sends itself (an all-to-all's own share): NCCL's
+                                // kernel copies it on channels of its own, no link crossed
 };
 struct FusedRingGemmOp {  // one persistent kernel (grid = SMs): per step a submatmul whose
                           // operand tiles stream to the next rank as they are loaded, then a sync

@@ -181,6 +181,9 @@ struct P2pSpec {
   double net_chunk_bytes = 0;     // p2pChunkSize when the communicator spans nodes
   double ll_threshold_bytes = 0;  // LL at or below, Simple above (send/recv never runs LL128)
   int threads = 0;                // per block, whatever the protocol
+  // What one channel's block moves through its send, receive and copy loops, bytes per ps
+  // (sends, receives and self copies counted alike); 0: not modelled.
+  double channel_bytes_per_ps = 0;
 };
 
 struct NcclSpec {

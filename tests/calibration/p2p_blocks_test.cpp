@@ -1,0 +1,112 @@
+// NCCL's send/recv blocks: each channel's block moves its parts of every send, receive
+// and copy to itself, so an all-to-all ends no sooner than its busiest block has.
+#include "support/catch.hpp"
+
+#include "support/simulate.hpp"
+#include "tpsim/calibration/fit.hpp"
+#include "tpsim/calibration/measurement.hpp"
+#include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/cost/p2p_plan.hpp"
+#include "tpsim/io/hardware_loader.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// An all-to-all of `buffer` bytes a rank over `ranks` GPUs of one node, as NCCL plans it:
+// a round per peer and one to itself.
+P2pPlan all_to_all_plan(double buffer, int ranks, const NcclSpec& nccl) {
+  std::vector<P2pRound> rounds;
+  for (int d = 0; d < ranks; ++d) rounds.push_back({d, buffer / ranks});
+  return plan_p2p(rounds, {ranks, 8}, nccl);
+}
+
+Measurement all_to_all_row(int gpus, double bytes) {
+  Measurement m;
+  m.kind = MeasurementKind::all_to_all;
+  m.gpus = gpus;
+  m.groups = 8 / gpus;
+  m.bytes = bytes;
+  m.time_us = 1;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("send/recv blocks: every part of a send, a receive and the copy to itself lands on one block", "[cost][p2p]") {
+  const NcclSpec& nccl = h100().nccl;  // 32 p2p channels, 32 a peer
+  // Over 2: 128 MiB to the peer and 128 to itself, each round 16 parts of 8 MiB (2 x 16 > 32
+  // channels starts a round at 16); the copy on channels 0-15, the peer's round (mirrored
+  // to 16) on 16-31, where each block sends 8 MiB and receives 8.
+  const P2pPlan two = all_to_all_plan(256 * kMiB, 2, nccl);
+  CHECK(two.blocks == 32);
+  CHECK(two.busiest_block_bytes == Approx(16 * kMiB));
+  // Over 8: 8 rounds of 32 MiB in 4 parts, one round a block: the same 8 MiB out and 8 in.
+  const P2pPlan eight = all_to_all_plan(256 * kMiB, 8, nccl);
+  CHECK(eight.blocks == 32);
+  CHECK(eight.busiest_block_bytes == Approx(16 * kMiB));
+  // Over 2 at 512 MiB a round is 32 parts of 16 MiB: copy and peer share every channel.
+  CHECK(all_to_all_plan(1024 * kMiB, 2, nccl).busiest_block_bytes == Approx(48 * kMiB));
+  // The floor is the busiest block's bytes at the block rate: twice the rate, half the time.
+  const Tick t = p2p_processing_time(two, nccl);
+  CHECK(to_us(t) == Approx(16 * kMiB / (nccl.p2p.channel_bytes_per_ps * 1e6)).epsilon(1e-6));
+  NcclSpec faster = nccl;
+  faster.p2p.channel_bytes_per_ps *= 2;
+  CHECK(static_cast<double>(p2p_processing_time(two, faster)) == Approx(t / 2.0).epsilon(1e-6));
+  NcclSpec unmodelled = nccl;
+  unmodelled.p2p.channel_bytes_per_ps = 0;
+  CHECK(p2p_processing_time(two, unmodelled) == 0);
+}
+
+TEST_CASE("send/recv blocks: a part for a peer in another node holds its channel but sets no floor", "[cost][p2p]") {
+  const NcclSpec& nccl = h100().nccl;
+  // 16 ranks, 8 a node: rank 0's peer 8 ranks ahead is in the other node; 1 ahead is not.
+  const P2pPlan across = plan_p2p({{8, 64 * kMiB}}, {16, 8, 0}, nccl);
+  CHECK(across.blocks > 0);
+  CHECK(across.busiest_block_bytes == 0);
+  CHECK(plan_p2p({{1, 64 * kMiB}}, {16, 8, 0}, nccl).busiest_block_bytes > 0);
+}
+
+TEST_CASE("An all-to-all row runs NCCL's copy to itself: 1/gpus of the buffer on every rank", "[calibration][p2p]") {
+  const MeasurementDag md = measurement_dag(all_to_all_row(4, 64 * kMiB));
+  for (OpId id = 0; id < md.dag.size(); ++id) {
+    const auto* s = std::get_if<SendRecvOp>(&md.dag.op(id).payload);
+    REQUIRE(s != nullptr);
+    CHECK(s->sends.size() == 3);
+    CHECK(s->self_bytes == Approx(16 * kMiB));
+  }
+}
+
+TEST_CASE("Where NCCL's blocks bind, an all-to-all takes as long over 2, 4 or 8 GPUs, as XLA measured on B200s", "[calibration][published]") {
+  // Each block moves 8 MiB out and 8 in over 2, 4 or 8 GPUs (256 MiB a rank), while the
+  // links carry 1/2, 3/4 or 7/8 of the buffer: XLA's table has 453, 459 and 459 us.
+  const HardwareSpec b200 = load_hardware_file(models_dir() + "/b200.json");
+  std::vector<double> us;
+  for (int gpus : {2, 4, 8}) us.push_back(predict_us(all_to_all_row(gpus, 256 * kMiB), b200));
+  CHECK(us[0] == Approx(us[2]).epsilon(0.01));
+  CHECK(us[1] == Approx(us[2]).epsilon(0.01));
+  // The links alone would take the group of 2 about half the time of 8.
+  HardwareSpec links = b200;
+  links.nccl.p2p.channel_bytes_per_ps = 0;
+  CHECK(predict_us(all_to_all_row(2, 256 * kMiB), links) < 0.65 * predict_us(all_to_all_row(8, 256 * kMiB), links));
+}
+
+TEST_CASE("The block rate fitted to XLA's all-to-alls over 2 GPUs predicts those over 4 and 8, held out", "[calibration][published]") {
+  // b200's and h100_sxm's nccl.p2p.channel_bandwidth are fitted to the groups of 2 only.
+  for (const auto& [model, file] : {std::pair{"b200", "xla_b200"}, std::pair{"h100_sxm", "xla_h100"}}) {
+    INFO(model);
+    const HardwareSpec hw = load_hardware_file(models_dir() + "/" + model + ".json");
+    std::vector<Measurement> fitted, held_out;
+    for (const char* suffix : {"_collectives.json", "_collectives_subgroups.json"})
+      for (const auto& m : load_measurements_file(models_dir() + "/measurements/" + file + suffix))
+        if (m.kind == MeasurementKind::all_to_all) (m.gpus == 2 ? fitted : held_out).push_back(m);
+    REQUIRE(fitted.size() == 4);
+    REQUIRE(held_out.size() == 8);
+    std::vector<double> p_fitted, p_held_out;
+    for (const auto& m : fitted) p_fitted.push_back(predict_us(m, hw));
+    for (const auto& m : held_out) p_held_out.push_back(predict_us(m, hw));
+    CHECK(mean_abs_error(p_fitted, fitted) < 0.075);
+    CHECK(mean_abs_error(p_held_out, held_out) < 0.09);
+  }
+}
