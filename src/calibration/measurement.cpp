@@ -24,7 +24,7 @@ struct KindInfo {
   std::string_view cls;
 };
 
-constexpr std::array<KindInfo, 17> kKinds = {{
+constexpr std::array<KindInfo, 18> kKinds = {{
     {MeasurementKind::gemm, "gemm", "gemm"},
     {MeasurementKind::peer_copy, "peer_copy", "copy"},
     {MeasurementKind::local_copy, "local_copy", "copy"},
@@ -32,6 +32,7 @@ constexpr std::array<KindInfo, 17> kKinds = {{
     {MeasurementKind::reduce_scatter, "reduce_scatter", "collective"},
     {MeasurementKind::all_reduce, "all_reduce", "collective"},
     {MeasurementKind::all_to_all, "all_to_all", "collective"},
+    {MeasurementKind::send_recv, "send_recv", "collective"},
     {MeasurementKind::barrier, "barrier", "barrier"},
     {MeasurementKind::launch, "launch", "launch"},
     {MeasurementKind::gemm_with_peer_copy, "gemm_with_peer_copy", "interference"},
@@ -56,7 +57,7 @@ bool has_gemm(MeasurementKind k) {
 }
 bool is_collective(MeasurementKind k) {
   return k == MeasurementKind::all_gather || k == MeasurementKind::reduce_scatter || k == MeasurementKind::all_reduce ||
-         k == MeasurementKind::all_to_all;
+         k == MeasurementKind::all_to_all || k == MeasurementKind::send_recv;
 }
 bool has_bytes(MeasurementKind k) {
   return k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || is_collective(k) || k == MeasurementKind::gemm_with_peer_copy ||
@@ -262,8 +263,10 @@ double measured_time_us(const ObjectReader& r, const Measurement& m) {
   // pytorch/pytorch PR 191803 reports them.
   const double moved = m.kind == MeasurementKind::reduction ? (m.partials + 1) * m.bytes : m.bytes;
   if (r.has("gbps")) ++given, us = moved / (r.positive_number("gbps") * 1e9) * 1e6;
-  // nccl-tests' bus bandwidth: (n-1)/n of the bytes cross each rank's link, twice for an all-reduce.
-  const double bus_factor = (m.kind == MeasurementKind::all_reduce ? 2.0 : 1.0) * (m.gpus - 1) / m.gpus;
+  // nccl-tests' bus bandwidth: (n-1)/n of the bytes cross each rank's link, twice for an
+  // all-reduce; a send/recv's is its algorithm bandwidth (sendrecv_perf).
+  const double bus_factor = m.kind == MeasurementKind::send_recv ? 1.0
+                            : (m.kind == MeasurementKind::all_reduce ? 2.0 : 1.0) * (m.gpus - 1) / m.gpus;
   if (r.has("busbw_gbps")) ++given, us = m.bytes * bus_factor / (r.positive_number("busbw_gbps") * 1e9) * 1e6;
   if (given != 1) {
     std::string choices = "time_us";
@@ -294,6 +297,7 @@ std::string default_name(const Measurement& m) {
     case MeasurementKind::reduce_scatter:
     case MeasurementKind::all_reduce:
     case MeasurementKind::all_to_all:
+    case MeasurementKind::send_recv:
       return fmt::format("{} {:.0f} B x{}{}{}", kind, m.bytes, m.gpus, at_once, m.nccl_nvls ? "" : ", NVLS off");
     case MeasurementKind::barrier: return fmt::format("barrier x{}{}", m.gpus, at_once);
     case MeasurementKind::launch: return "launch";

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+#include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -39,15 +41,21 @@ std::vector<int> measured_groups(Dag& dag, const Measurement& m) {
   return out;
 }
 
-// On every rank of every group, `payload(rendezvous)` on `stream`; returns group 0's first rank's op.
+// On every rank of every group, `payload(rendezvous)` (or `payload(rendezvous, ranks, i)` for
+// the group's i-th rank) on `stream`; returns group 0's first rank's op.
 template <typename Make>
 OpId in_every_group(Dag& dag, const std::vector<int>& groups, int stream, const char* name, Make payload) {
   OpId first = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const int rendezvous = dag.new_group(groups[g]);
-    for (int r : dag.process_group(groups[g]).ranks) {
-      const OpId id = dag.add(r, stream, name, payload(rendezvous));
-      if (g == 0 && r == dag.process_group(groups[g]).rank(0)) first = id;
+    const std::vector<int> ranks = dag.process_group(groups[g]).ranks;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      OpId id = 0;
+      if constexpr (std::is_invocable_v<Make, int, const std::vector<int>&, std::size_t>)
+        id = dag.add(ranks[i], stream, name, payload(rendezvous, ranks, i));
+      else
+        id = dag.add(ranks[i], stream, name, payload(rendezvous));
+      if (g == 0 && i == 0) first = id;
     }
   }
   return first;
@@ -103,18 +111,23 @@ MeasurementDag measurement_dag(const Measurement& m) {
       // As NCCL runs it: grouped send/recv, every rank 1/gpus of its buffer to each peer at
       // once and to itself (a copy in the same kernel).
       MeasurementDag md{Dag(m.gpus * m.groups)};
-      const std::vector<int> groups = measured_groups(md.dag, m);
-      for (std::size_t g = 0; g < groups.size(); ++g) {
-        const int rendezvous = md.dag.new_group(groups[g]);
-        const std::vector<int> ranks = md.dag.process_group(groups[g]).ranks;
-        for (int r : ranks) {
-          std::vector<Transfer> sends;
-          for (int peer : ranks)
-            if (peer != r) sends.push_back({peer, m.bytes / m.gpus});
-          const OpId id = md.dag.add(r, 0, "all_to_all", SendRecvOp{std::move(sends), rendezvous, m.bytes / m.gpus});
-          if (g == 0 && r == ranks.front()) md.target = id;
-        }
-      }
+      md.target = in_every_group(md.dag, measured_groups(md.dag, m), 0, "all_to_all",
+                                 [&](int rendezvous, const std::vector<int>& ranks, std::size_t i) {
+                                   std::vector<Transfer> sends;
+                                   for (int peer : ranks)
+                                     if (peer != ranks[i]) sends.push_back({peer, m.bytes / m.gpus});
+                                   return SendRecvOp{std::move(sends), rendezvous, m.bytes / m.gpus};
+                                 });
+      return md;
+    }
+    case MeasurementKind::send_recv: {
+      // A ring step as NCCL runs it: every rank one message to the next (and one from the
+      // one behind) in a grouped call on the communicator of all its group's ranks.
+      MeasurementDag md{Dag(m.gpus * m.groups)};
+      md.target = in_every_group(md.dag, measured_groups(md.dag, m), 0, "send_recv",
+                                 [&](int rendezvous, const std::vector<int>& ranks, std::size_t i) {
+                                   return SendRecvOp{{Transfer{ranks[(i + 1) % ranks.size()], m.bytes}}, rendezvous};
+                                 });
       return md;
     }
     case MeasurementKind::barrier: {

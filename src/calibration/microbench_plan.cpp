@@ -78,6 +78,17 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
   // crossovers (a few and a few tens of MiB on 8 GPUs), where they fall varies with the machine.
   for (auto kind : {MeasurementKind::all_gather, MeasurementKind::reduce_scatter})
     for (double mib : {0.25, 1.0, 4.0, 8.0, 16.0, 32.0, 128.0, 1024.0}) out.push_back(sized(kind, mib * kMiB, gpus));
+  // NCCL send/recv: all-to-alls over every GPU and over pairs (a pair's links do not bind,
+  // its channel blocks do: nccl.p2p.channel_bandwidth), and ring steps, one peer in a
+  // communicator of all (few channels a peer: what a `ring` variant's steps get).
+  for (double mib : {16.0, 256.0, 1024.0}) {
+    out.push_back(sized(MeasurementKind::all_to_all, mib * kMiB, gpus));
+    if (gpus < 4 || gpus % 2 != 0) continue;
+    out.push_back(sized(MeasurementKind::all_to_all, mib * kMiB, 2));
+    out.back().groups = gpus / 2;
+    out.back().name += fmt::format(" ({} groups at once)", gpus / 2);
+  }
+  for (double mib : {1.0, 16.0, 64.0, 256.0}) out.push_back(sized(MeasurementKind::send_recv, mib * kMiB, gpus));
   out.push_back(sized(MeasurementKind::barrier, 0, gpus));
   out.back().name = fmt::format("barrier x{}", gpus);
   if (gpus >= 4 && gpus % 2 == 0) {

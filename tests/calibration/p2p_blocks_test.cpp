@@ -6,6 +6,7 @@
 #include "tpsim/calibration/fit.hpp"
 #include "tpsim/calibration/measurement.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
+#include "tpsim/calibration/microbench_plan.hpp"
 #include "tpsim/cost/p2p_plan.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 
@@ -109,4 +110,46 @@ TEST_CASE("The block rate fitted to XLA's all-to-alls over 2 GPUs predicts those
     CHECK(mean_abs_error(p_fitted, fitted) < 0.075);
     CHECK(mean_abs_error(p_held_out, held_out) < 0.09);
   }
+}
+
+TEST_CASE("A send_recv row is one ring step: each rank to the next, on a communicator of all, busbw its algorithm bandwidth", "[calibration][p2p]") {
+  const Json file = Json::parse(R"({"format": "tpsim-measurements", "hardware": "h100_sxm", "measurements": [
+      {"kind": "send_recv", "gpus": 8, "bytes": 16777216, "busbw_gbps": 100, "source": "test"}]})");
+  const std::vector<Measurement> ms = parse_measurements(file, "test");
+  REQUIRE(ms.size() == 1);
+  CHECK(ms[0].kind == MeasurementKind::send_recv);
+  CHECK(ms[0].time_us == Approx(16777216 / 100e9 * 1e6));  // sendrecv_perf: busbw = algbw
+  const MeasurementDag md = measurement_dag(ms[0]);
+  for (OpId id = 0; id < md.dag.size(); ++id) {
+    const auto& s = std::get<SendRecvOp>(md.dag.op(id).payload);
+    REQUIRE(s.sends.size() == 1);
+    CHECK(s.sends[0].peer == (md.dag.op(id).rank + 1) % 8);
+    CHECK(s.self_bytes == 0);
+  }
+}
+
+TEST_CASE("One peer in a communicator of 8 gets 4 channels: a 16 MiB ring step is bound by its blocks, in one of 2 by its links", "[calibration][p2p]") {
+  Measurement m;
+  m.kind = MeasurementKind::send_recv;
+  m.bytes = 16 * kMiB;
+  m.time_us = 1;
+  m.gpus = 8;
+  const double eight = predict_us(m, h100());
+  m.gpus = 2;
+  const double two = predict_us(m, h100());
+  HardwareSpec links = h100();
+  links.nccl.p2p.channel_bytes_per_ps = 0;
+  const double links_only = predict_us(m, links);
+  // 4 blocks, each 4 MiB out and 4 in, at the block rate; over 2, 16 blocks of 1 MiB each way.
+  CHECK(eight == Approx(8 * kMiB / (h100().nccl.p2p.channel_bytes_per_ps * 1e6)).epsilon(0.05));
+  CHECK(eight > 3 * links_only);
+  CHECK(two < 1.5 * links_only);
+  // The microbenchmark plan times such steps and all-to-alls over pairs, to fit and check the rate.
+  int send_recvs = 0, pairs = 0;
+  for (const Measurement& row : microbench_measurements(8, Dtype::bf16)) {
+    send_recvs += row.kind == MeasurementKind::send_recv && row.gpus == 8;
+    pairs += row.kind == MeasurementKind::all_to_all && row.gpus == 2 && row.groups == 4;
+  }
+  CHECK(send_recvs >= 3);
+  CHECK(pairs >= 3);
 }

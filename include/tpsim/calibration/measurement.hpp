@@ -26,6 +26,8 @@ enum class MeasurementKind {
   reduce_scatter,
   all_reduce,            // NCCL all-reduce over `gpus` (`bytes`: the buffer each rank holds)
   all_to_all,            // NCCL all-to-all over `gpus`: grouped send/recv, 1/gpus of each rank's `bytes` to every peer
+  send_recv,             // NCCL ring step over `gpus`: each rank sends `bytes` to the next and receives as much
+                         // from the one behind, one grouped call on a communicator of all `gpus`
   barrier,               // cross-GPU barrier over `gpus`
   launch,                // a tiny kernel, from the host's call to its end
   gemm_with_peer_copy,   // 2 GPUs: each runs the GEMM while it copies `bytes` to the other; GEMM time
