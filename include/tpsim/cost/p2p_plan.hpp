@@ -13,7 +13,7 @@
 // send to itself: NCCL plans it as any other round and its kernel copies it (no link).
 //
 // Each channel's block moves its parts through NCCL's send, receive and copy loops
-// (src/device/sendrecv.h: a block's warps are split among the works it holds), so a block
+// (NCCL 2.30.7 src/device/sendrecv.h: a block's warps are split among the works it holds), so a block
 // that holds more bytes than the others ends last however fast the links are.
 #include <vector>
 
