@@ -42,9 +42,7 @@ Tick ring_estimate(const NcclProtocol& proto, CollectiveKind kind, double buffer
 
 Tick ring_processing_time(CollectiveKind kind, double buffer_bytes, int ranks, int channels, const NcclSpec& nccl) {
   if (!nccl.channel_rates_present() || ranks < 2 || channels < 1) return 0;
-  const double copied = kind == CollectiveKind::all_gather     ? buffer_bytes
-                        : kind == CollectiveKind::all_reduce ? buffer_bytes * (ranks - 1) / ranks
-                                                             : 0.0;
+  const double copied = kind == CollectiveKind::reduce_scatter ? 0.0 : buffer_bytes;
   const double reduced = kind == CollectiveKind::all_gather ? 0.0 : buffer_bytes;
   return duration_for(copied, channels * nccl.channel_copy_bytes_per_ps) +
          duration_for(reduced, channels * nccl.channel_reduce_bytes_per_ps);

@@ -153,3 +153,15 @@ TEST_CASE("One peer in a communicator of 8 gets 4 channels: a 16 MiB ring step i
   CHECK(send_recvs >= 3);
   CHECK(pairs >= 3);
 }
+
+TEST_CASE("A ring step's block floor is a sawtooth: NCCL doubles the parts once a part would pass 16 MiB", "[cost][p2p]") {
+  const NcclSpec& nccl = h100().nccl;
+  // In a communicator of 8 a message starts at 4 parts; 64 MiB fills 4 parts of 16 MiB, a
+  // little more takes 8 parts of half the size, so its busiest block halves.
+  const auto floor_us = [&](double bytes) { return to_us(p2p_processing_time(plan_p2p({{1, bytes}}, {8, 8}, nccl), nccl)); };
+  CHECK(p2p_parts(64 * kMiB, {8, 8}, nccl) == 4);
+  CHECK(p2p_parts(68 * kMiB, {8, 8}, nccl) == 8);
+  CHECK(floor_us(68 * kMiB) < 0.6 * floor_us(64 * kMiB));
+  // Between the steps it grows in proportion to the bytes.
+  CHECK(floor_us(32 * kMiB) == Approx(floor_us(64 * kMiB) / 2).epsilon(1e-6));
+}

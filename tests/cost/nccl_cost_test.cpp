@@ -112,10 +112,12 @@ TEST_CASE("A ring's blocks process the whole buffer whatever the group size: n s
           Approx(bytes / (24 * nccl.channel_copy_bytes_per_ps) / 1e6).epsilon(1e-6));
     CHECK(to_us(ring_processing_time(CollectiveKind::reduce_scatter, bytes, n, 24, nccl)) ==
           Approx(bytes / (24 * nccl.channel_reduce_bytes_per_ps) / 1e6).epsilon(1e-6));
-    // An all-reduce ring reduces the buffer, then copies (n-1)/n of it.
+    // An all-reduce ring reduces the buffer and copies all of it: the step that completes a
+    // chunk's sum also stores and forwards it (recvReduceCopySend), so its all-gather half
+    // handles n chunks, as an all-gather does.
     CHECK(ring_processing_time(CollectiveKind::all_reduce, bytes, n, 24, nccl) ==
           ring_processing_time(CollectiveKind::reduce_scatter, bytes, n, 24, nccl) +
-              ring_processing_time(CollectiveKind::all_gather, bytes * (n - 1) / n, n, 24, nccl));
+              ring_processing_time(CollectiveKind::all_gather, bytes, n, 24, nccl));
   }
   // Half the channels, twice the time; no rates, no floor.
   CHECK(to_us(ring_processing_time(CollectiveKind::all_gather, bytes, 8, 12, nccl)) ==

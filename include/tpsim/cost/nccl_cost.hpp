@@ -63,7 +63,10 @@ struct CollectivePlan {
 // carry only (n-1)/n of it. Each channel's block moves its share through a copy loop
 // (all-gather stages) or a reduce loop (reduce-scatter stages) at a bounded rate, so a
 // small group's ring is bound by its blocks rather than by its links. An all-reduce ring
-// reduces the buffer, then copies (n-1)/n of it. 0 where the hardware gives no rates.
+// reduces the buffer and copies all of it: the step that completes a chunk's sum also stores
+// and forwards it (recvReduceCopySend in NCCL's src/device/all_reduce.h runRing), so the
+// all-gather half handles n chunks, as an all-gather's first copySend does. 0 where the
+// hardware gives no rates.
 Tick ring_processing_time(CollectiveKind kind, double buffer_bytes, int ranks, int channels, const NcclSpec& nccl);
 
 // `buffer_bytes`: the whole gathered buffer (all-gather output, reduce-scatter input,
