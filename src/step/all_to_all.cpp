@@ -192,8 +192,8 @@ GroupCollectiveCost all_to_all_cost(const GroupLayout& g, const AllToAllTraffic&
     };
     const P2pPlan plan = plan_p2p(rounds_of(0), {g.ranks, per_node}, hw.nccl);
     const NcclProtocol& p = *plan.protocol;
-    Tick processing = 0;
-    for (int m = 0; m < g.ranks && hw.nccl.p2p.channel_bytes_per_ps > 0; ++m)
+    Tick processing = p2p_processing_time(plan, hw.nccl);
+    for (int m = 1; m < g.ranks && hw.nccl.p2p.channel_bytes_per_ps > 0; ++m)  // member 0: planned above
       processing = std::max(processing, p2p_processing_time(plan_p2p(rounds_of(m), {g.ranks, per_node, m}, hw.nccl), hw.nccl));
     return {std::max(priced(p), latency_of(p) + processing), "p2p", p.name, plan.blocks, best.tier, busiest_send};
   }
