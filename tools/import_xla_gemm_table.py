@@ -11,6 +11,12 @@ measurement per shape and dtype, with the source on every row; a batched entry
   tools/import_xla_gemm_table.py matmul_interpolator_data.h --key sm_90 \
       --source "openxla/xla ... (commit, date)" -o models/measurements/xla_h100_gemm.json
 
+Every row says "clock": "burst". XLA's table generator (openxla/xla
+xla/tools/matmul_perf_table_gen.cc, MatmulPerfTableGen::Profile) compiles each
+shape, runs it once to warm up, then traces 5 x (small, large arguments) with
+CUPTI and keeps the median kernel time: a dozen calls between compilations,
+over before a power limit's averaging lowers the clock.
+
 f32 rows are left out: XLA's default precision lets f32 dots run as TF32 on
 tensor cores, which is not the FFMA path tpsim's fp32 models. fp8 rows are left
 out too: in the sm_90 table six of them exceed H100's dense fp8 peak (4096^3 at
@@ -53,6 +59,7 @@ def main():
                 if b != 1:
                     row["batch"] = b
                 row["tflops"] = round(int(flops[combo]) / 1e12, 2)
+                row["clock"] = "burst"
                 row["source"] = f"{a.source}, key {a.key}, {combo}"
                 rows.append(row)
     if not rows:
@@ -60,7 +67,9 @@ def main():
     doc = {"format": "tpsim-measurements", "hardware": a.hardware,
            "description": f"{len(rows)} GEMMs measured by XLA's team (the bf16 entries of key {a.key}, batched ones "
                           "with their batch count), "
-                          "written by tools/import_xla_gemm_table.py. Op-level: fit to them, cross-validate on them.",
+                          "written by tools/import_xla_gemm_table.py. Each is the median kernel time of a dozen calls "
+                          "between compilations (xla/tools/matmul_perf_table_gen.cc): a burst, at the clock ceiling. "
+                          "Op-level: fit to them, cross-validate on them.",
            "measurements": rows}
     with open(a.output, "w") as f:
         f.write(json.dumps(doc, indent=2) + "\n")

@@ -39,8 +39,10 @@ Calibration calibrate(const CalibrationRequest& req) {
   c.hardware = resolve_hardware_json(file);
   const std::string description = c.hardware.value("description", "");
   const HardwareSpec start = parse_hardware(c.hardware, file);  // a bad starting file is reported as such, not as a fit failure
-  check_dtypes_served(c.measurements, start);
-  check_dtypes_served(c.validation, start);
+  check_hardware_serves(c.measurements, start);
+  check_hardware_serves(c.validation, start);
+  for (const auto* list : {&c.measurements, &c.validation})
+    if (auto note = burst_clock_note(*list, start)) c.notes.push_back(*note);
   std::set<std::string> others;
   for (const auto* list : {&c.measurements, &c.validation})
     for (const Measurement& m : *list)

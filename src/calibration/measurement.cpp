@@ -98,7 +98,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (has_gpus(k)) keys.insert(keys.end(), {"gpus", "groups"});
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
-  else if (k != MeasurementKind::launch) keys.push_back("timing");  // a launch row is host to end; a scenario's, its makespan
+  else if (k != MeasurementKind::launch) keys.insert(keys.end(), {"timing", "clock"});  // a launch row is host to end; a scenario's, its makespan
   if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop", "operands", "dims"});
   if (k == MeasurementKind::attention)
     keys.insert(keys.end(), {"batch", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass", "implementation", "dtype", "tflops"});
@@ -398,6 +398,11 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     if (t == "events") m.timing = MeasurementTiming::events;
     else if (t != "kernel") fail_at(r.child_path("timing"), fmt::format("unknown timing \"{}\" (kernel or events)", t));
   }
+  if (r.has("clock")) {
+    const std::string c = r.string("clock");
+    if (c != "sustained" && c != "burst") fail_at(r.child_path("clock"), fmt::format("unknown clock \"{}\" (sustained or burst)", c));
+    m.burst_clock = c == "burst";
+  }
   m.time_us = measured_time_us(r, m);
   if (r.has("weight")) m.weight = r.positive_number("weight");
   m.name = r.optional_string("name").value_or(default_name(m));
@@ -477,6 +482,7 @@ Json measurement_json(const Measurement& m) {
     j["dtype"] = std::string(dtype_name(a.dtype));
   }
   if (m.timing == MeasurementTiming::events) j["timing"] = "events";
+  if (m.burst_clock) j["clock"] = "burst";
   j["time_us"] = m.time_us;
   if (m.weight != 1) j["weight"] = m.weight;
   if (!m.source.empty()) j["source"] = m.source;
@@ -493,7 +499,7 @@ Json measurements_file_json(const std::vector<Measurement>& ms, const std::strin
   return j;
 }
 
-void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec& hw) {
+void check_hardware_serves(const std::vector<Measurement>& ms, const HardwareSpec& hw) {
   for (const Measurement& m : ms) {
     if (has_gemm(m.kind) && !hw.computes(m.gemm.dtype))
       throw InputError(fmt::format("{}: {}", m.origin, missing_dtype_message(hw, m.gemm.dtype)));
@@ -502,6 +508,17 @@ void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec&
       if (!missing.empty()) throw InputError(fmt::format("{}: implementation \"{}\": {}", m.origin, attention_kernel_name(m.attention.kernel), missing));
     }
   }
+}
+
+std::optional<std::string> burst_clock_note(const std::vector<Measurement>& ms, const HardwareSpec& hw) {
+  if (hw.power.burst_speed > 0) return std::nullopt;
+  const auto n = std::count_if(ms.begin(), ms.end(), [](const Measurement& m) {
+    return m.burst_clock || (m.kind == MeasurementKind::scenario && m.scenario->software.burst_clock);
+  });
+  if (n == 0) return std::nullopt;
+  return fmt::format("{} row(s) were timed in bursts and hardware {} gives no power.burst_speed: they are predicted at the rate its "
+                     "parameters give (fitted to them, those parameters describe a burst's clock, not a sustained run's)",
+                     n, hw.name);
 }
 
 }  // namespace tpsim

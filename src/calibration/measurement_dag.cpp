@@ -198,11 +198,13 @@ OpId find_named_op(const Dag& dag, const Measurement& m) {
 
 namespace {
 
-// The variant's DAG as built for `hw` (builders read the hardware, e.g. a fused kernel's grid).
-Dag scenario_dag(const Measurement& m, const HardwareSpec& hw) {
+// The variant's DAG as built for `hw` run by the scenario's software (builders read the
+// hardware, e.g. a fused kernel's grid), and that hardware, which runs it.
+std::pair<Dag, HardwareSpec> scenario_dag(const Measurement& m, const HardwareSpec& hw) {
   Scenario s = *m.scenario;
-  s.hardware = hw;
-  return build_dag(s, s.variants.front());
+  s.hardware = run_by(hw, s.software);
+  Dag dag = build_dag(s, s.variants.front());
+  return {std::move(dag), std::move(s.hardware)};
 }
 
 // A scenario measurement from its variant's simulated run: the makespan, as `tpsim run`
@@ -224,13 +226,16 @@ double op_level_us(const Measurement& m, const HardwareSpec& hw) {
 
 double predict_us(const Measurement& m, const HardwareSpec& hw) {
   if (m.kind == MeasurementKind::scenario) {
-    const Dag dag = scenario_dag(m, hw);
-    return scenario_span_us(m, dag, execute(dag, hw, false));
+    const auto [dag, as_run] = scenario_dag(m, hw);
+    return scenario_span_us(m, dag, execute(dag, as_run, false));
   }
-  if (!m.nccl_nvls && hw.nccl.nvls.present()) {  // NCCL as it ran: without NVLS, as a scenario's "nccl_nvls": false
-    HardwareSpec without = hw;
-    without.nccl.nvls = {};
-    return op_level_us(m, without);
+  const bool drop_nvls = !m.nccl_nvls && hw.nccl.nvls.present();  // NCCL as it ran: without NVLS, as a scenario's "nccl_nvls": false
+  const bool burst = m.burst_clock && hw.power.burst_speed > 0;  // else at the parameters' rate (burst_clock_note)
+  if (drop_nvls || burst) {
+    HardwareSpec as_run = hw;
+    if (drop_nvls) as_run.nccl.nvls = {};
+    as_run.power.burst = burst;
+    return op_level_us(m, as_run);
   }
   return op_level_us(m, hw);
 }
@@ -246,8 +251,8 @@ std::vector<double> predict_all_us(const std::vector<Measurement>& ms, const Har
     }
     auto it = runs.find(m.scenario.get());
     if (it == runs.end()) {
-      Dag dag = scenario_dag(m, hw);
-      Timeline tl = execute(dag, hw, false);
+      auto [dag, as_run] = scenario_dag(m, hw);
+      Timeline tl = execute(dag, as_run, false);
       it = runs.emplace(m.scenario.get(), std::make_pair(std::move(dag), std::move(tl))).first;
     }
     out.push_back(scenario_span_us(m, it->second.first, it->second.second));

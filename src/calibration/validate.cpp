@@ -44,7 +44,8 @@ Validation validate(const ValidationRequest& req) {
   const std::string file = hardware_file_path(req.hardware, "--hardware", "");
   Json start = resolve_hardware_json(file);
   const HardwareSpec hw = parse_hardware(start, file);
-  check_dtypes_served(v.measurements, hw);
+  check_hardware_serves(v.measurements, hw);
+  if (auto note = burst_clock_note(v.measurements, hw)) v.notes.push_back(*note);
   v.predicted_us = predict_all_us(v.measurements, hw);
   if (!req.cross_validate) return v;
 

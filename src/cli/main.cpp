@@ -299,6 +299,7 @@ int main(int argc, char** argv) {
     if (*validate) {
       check_outputs({val_json});
       const tpsim::Validation v = tpsim::validate(val);
+      for (const std::string& note : v.notes) std::cerr << "tpsim: note: " << note << "\n";
       std::cout << tpsim::format_validation(v);
       if (!val_json.empty()) write_file(val_json, tpsim::validation_json(v).dump(2) + "\n");
       return 0;

@@ -436,11 +436,12 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
 
   // Optional: where absent, tensor-core kernels run at the rate the parameters give.
   if (root.has("power")) {
-    const ObjectReader pw = root.object("power", {"limit", "tensor_sustained_draw", "speed_power_exponent"});
+    const ObjectReader pw = root.object("power", {"limit", "tensor_sustained_draw", "speed_power_exponent", "burst_speed"});
     const Quantities pq(pw);
     hw.power.limit_w = pq.get("limit", "power");
     hw.power.tensor_sustained_w = pq.get("tensor_sustained_draw", "power");
     hw.power.speed_power_exponent = pq.get("speed_power_exponent", "ratio");
+    if (pw.has("burst_speed")) hw.power.burst_speed = pq.get("burst_speed", "ratio");
   }
 
   // Every kind of block must fit an empty SM, or the simulation could never place it.

@@ -33,6 +33,11 @@ SoftwareChoices parse_software(const ObjectReader& r) {
       fail_at(r.child_path("async_tp_regions"), fmt::format("unknown choice \"{}\" (micro_pipeline or every)", which));
     sw.async_tp_every_region = which == "every";
   }
+  if (r.has("clock")) {
+    const std::string clock = r.string("clock");
+    if (clock != "sustained" && clock != "burst") fail_at(r.child_path("clock"), fmt::format("unknown clock \"{}\" (sustained or burst)", clock));
+    sw.burst_clock = clock == "burst";
+  }
   return sw;
 }
 
@@ -109,16 +114,24 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
     s.variants = workload_kind(s.workload).variants(s.workload);
   }
   if (root.has("software"))
-    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet", "async_tp_regions"}));
+    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet", "async_tp_regions", "clock"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));
-  if (!s.software.nccl_nvls) s.hardware.nccl.nvls = {};
   if (s.software.nccl_collnet && !s.hardware.cluster.sharp.available())
     fail_at("$.software.nccl_collnet", fmt::format("hardware {} has no in-network reduction between nodes (cluster.sharp)", s.hardware.name));
-  s.hardware.cluster.sharp.enabled = s.software.nccl_collnet;
+  if (s.software.burst_clock) {
+    if (is_training_step(s.workload))
+      fail_at("$.software.clock", "a training step runs at the sustained clock: its steps outlast the power limit's averaging, a burst does not");
+    if (s.hardware.power.burst_speed <= 0)
+      fail_at("$.software.clock", fmt::format("hardware {} gives no power.burst_speed (its tensor cores' speed at the clock ceiling)", s.hardware.name));
+  }
+  s.hardware = run_by(std::move(s.hardware), s.software);
   s.notes = workload_kind(s.workload).check_hardware(s, root.has("variants"));
-  if (s.hardware.power.tensor_speed() < 1.0)
+  if (s.hardware.power.burst)
+    s.notes.push_back(fmt::format("timed as a burst: {}'s tensor cores at the clock ceiling, {:.3f} of the rate its GEMM parameters were measured at",
+                                  s.hardware.name, s.hardware.power.burst_speed));
+  else if (s.hardware.power.tensor_speed() < 1.0)
     s.notes.push_back(fmt::format("{}'s {:g} W limit holds its tensor cores at {:.3f} of the rate its GEMM parameters were measured at "
                                   "({:g} W drawn back to back; power.speed_power_exponent {:g})",
                                   s.hardware.name, s.hardware.power.limit_w, s.hardware.power.tensor_speed(),

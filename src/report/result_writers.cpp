@@ -57,7 +57,8 @@ Json result_json(const RunResult& r) {
                    {"op_issue", std::string(host_issue_name(s.software.op_issue))},
                    {"nccl_nvls", s.software.nccl_nvls},
                    {"nccl_collnet", s.software.nccl_collnet},
-                   {"async_tp_regions", s.software.async_tp_every_region ? "every" : "micro_pipeline"}};
+                   {"async_tp_regions", s.software.async_tp_every_region ? "every" : "micro_pipeline"},
+                   {"clock", s.software.burst_clock ? "burst" : "sustained"}};
   j["results"] = Json::array();
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;

@@ -453,7 +453,7 @@ TEST_CASE("An attention row names its kernel, and one the hardware gives no rate
   HardwareSpec no_cudnn = test::h100();
   no_cudnn.attention.cudnn_forward_efficiency = no_cudnn.attention.cudnn_backward_efficiency = 0;
   try {
-    check_dtypes_served(ms, no_cudnn);
+    check_hardware_serves(ms, no_cudnn);
     FAIL("a cudnn row on hardware without its rates was accepted");
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("implementation \"cudnn\": hardware h100_sxm gives no cuDNN attention efficiencies") != std::string::npos);
@@ -511,4 +511,51 @@ TEST_CASE("A collective row can say its NCCL ran without NVLS: an 8-GPU all-redu
   CHECK(predict_us(ms[2], test::h100()) == Approx(predict_us(pair_with_nvls, test::h100())));
   CHECK(error_of(R"([{"kind": "all_reduce", "gpus": 8, "bytes": 8, "time_us": 1, "nccl_nvls": "off"}])").starts_with("$.measurements[0].nccl_nvls"));
   CHECK_THAT(error_of(R"([{"kind": "local_copy", "bytes": 8, "time_us": 1, "nccl_nvls": false}])"), Catch::Matchers::Contains("unknown key \"nccl_nvls\""));
+}
+
+TEST_CASE("A row timed in a burst is predicted at the clock ceiling: a compute-bound GEMM by burst_speed, a copy not at all", "[measurement][power]") {
+  const auto ms = parse(R"([
+      {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "time_us": 1200, "clock": "burst", "name": "burst"},
+      {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "time_us": 1200, "name": "sustained"},
+      {"kind": "local_copy", "bytes": 1073741824, "time_us": 400, "clock": "burst", "name": "copy"}])");
+  const Measurement& burst = named(ms, "burst");
+  const Measurement& sustained = named(ms, "sustained");
+  CHECK(burst.burst_clock);
+  CHECK_FALSE(sustained.burst_clock);
+  const HardwareSpec& hw = test::h100();
+  CHECK(predict_us(sustained, hw) / predict_us(burst, hw) == Approx(hw.power.burst_speed).epsilon(0.03));
+  Measurement copy_sustained = named(ms, "copy");
+  copy_sustained.burst_clock = false;
+  CHECK(predict_us(named(ms, "copy"), hw) == Approx(predict_us(copy_sustained, hw)));
+  // Written as read; sustained, the default, is not written.
+  CHECK(parse("[" + measurement_json(burst).dump() + "]").front().burst_clock);
+  CHECK_FALSE(measurement_json(sustained).contains("clock"));
+  CHECK(error_of(R"([{"kind": "local_copy", "bytes": 8, "time_us": 1, "clock": "turbo"}])") ==
+        R"($.measurements[0].clock: unknown clock "turbo" (sustained or burst))");
+  CHECK(error_of(R"([{"kind": "launch", "time_us": 5, "clock": "burst"}])").starts_with(R"($.measurements[0]: unknown key "clock")"));
+  // A model that gives no ceiling predicts the row at its parameters' rate, and says so.
+  HardwareSpec no_burst = hw;
+  no_burst.power.burst_speed = 0;
+  CHECK(predict_us(burst, no_burst) == Approx(predict_us(sustained, hw)));
+  const auto note = burst_clock_note(ms, no_burst);
+  REQUIRE(note.has_value());
+  CHECK_THAT(*note, Catch::Matchers::Contains("2 row(s) were timed in bursts and hardware h100_sxm gives no power.burst_speed"));
+  CHECK_FALSE(burst_clock_note(ms, hw).has_value());
+}
+
+TEST_CASE("A scenario row is predicted with its software's choices on whatever hardware validates it", "[measurement]") {
+  // NVLS off and a burst clock, as the scenario says, not as the validating model defaults.
+  const auto ms = parse(R"([
+      {"kind": "scenario", "variant": "baseline", "time_us": 500, "name": "ar",
+       "scenario": {"gpus": 8, "dtype": "bf16", "software": {"nccl_nvls": false, "clock": "burst"},
+                    "workload": {"op": "matmul_allreduce", "m": 8192, "k": 1024, "n": 8192}}}])");
+  const Scenario run_alone = parse_scenario(Json::parse(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "software": {"nccl_nvls": false, "clock": "burst"}, "workload": {"op": "matmul_allreduce", "m": 8192, "k": 1024, "n": 8192}})"), "");
+  const double alone = to_us(run_scenario(run_alone).runs.front().metrics.makespan);
+  CHECK(predict_us(ms.front(), test::h100()) == Approx(alone));
+  CHECK(predict_all_us(ms, test::h100()).front() == Approx(alone));
+  // The shipped model as given would run NVLS and the sustained clock: another time.
+  const Scenario defaults = parse_scenario(Json::parse(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {"op": "matmul_allreduce", "m": 8192, "k": 1024, "n": 8192}})"), "");
+  CHECK(to_us(run_scenario(defaults).runs.front().metrics.makespan) != Approx(alone));
 }

@@ -50,3 +50,25 @@ TEST_CASE("A power limit lengthens a compute-bound GEMM by 1/speed and leaves a 
   // FFMA (fp32) GEMMs keep their rate.
   CHECK(gemm_alone_us(4096, 4096, 4096, Dtype::fp32, capped) == Approx(gemm_alone_us(4096, 4096, 4096, Dtype::fp32)).epsilon(1e-9));
 }
+
+TEST_CASE("A burst runs tensor cores at burst_speed whatever the limit, and FFMA and weight streaming barely notice", "[power][gemm]") {
+  HardwareSpec burst = limited(175.0);  // a limit that would halve the speed if sustained
+  burst.power.burst_speed = 1.25;
+  burst.power.burst = true;
+  CHECK(burst.power.tensor_speed() == 1.25);
+  const double big = gemm_alone_us(8192, 8192, 8192, Dtype::bf16);
+  CHECK(big / gemm_alone_us(8192, 8192, 8192, Dtype::bf16, burst) == Approx(1.25).epsilon(0.03));
+  const double thin = gemm_alone_us(16, 3584, 8192, Dtype::bf16);
+  CHECK(thin / gemm_alone_us(16, 3584, 8192, Dtype::bf16, burst) < 1.05);
+  CHECK(gemm_alone_us(4096, 4096, 4096, Dtype::fp32, burst) == Approx(gemm_alone_us(4096, 4096, 4096, Dtype::fp32)).epsilon(1e-9));
+}
+
+TEST_CASE("The shipped H100s burst to the same clock ceiling whatever their sustained limit", "[power][hardware]") {
+  // 817.1 us back to back at 1,420 MHz against 701.8 at the 1,980 MHz ceiling (power/h100_sxm_gemm_clock.json).
+  CHECK(h100().power.burst_speed == Approx(817.09 / 701.78).epsilon(0.001));
+  CHECK_FALSE(h100().power.burst);
+  HardwareSpec part = load_hardware_file(models_dir() + "/h100_hbm2e_500w.json");
+  CHECK(part.power.tensor_speed() < 0.9);
+  part.power.burst = true;
+  CHECK(part.power.tensor_speed() == h100().power.burst_speed);
+}

@@ -212,3 +212,20 @@ TEST_CASE("The trace streams to its file as the same bytes, can be cut down, and
   CHECK_FALSE(std::filesystem::exists(big));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("A scenario timed as a burst runs a compute-bound GEMM at the clock ceiling, where the model gives one", "[io][scenario][power]") {
+  using Catch::Matchers::Contains;
+  const std::string gemm = R"("gpus": 1, "dtype": "bf16", "workload": {"op": "matmul", "m": 8192, "k": 8192, "n": 8192})";
+  const double sustained = makespan_us(simulate(R"({"hardware": "h100_sxm", )" + gemm + "}"), "baseline");
+  const Scenario burst = parse_scenario(Json::parse(R"({"hardware": "h100_sxm", "software": {"clock": "burst"}, )" + gemm + "}"), "");
+  CHECK(burst.hardware.power.burst);
+  CHECK(sustained / makespan_us(run_scenario(burst), "baseline") == Approx(burst.hardware.power.burst_speed).epsilon(0.03));
+  CHECK(makespan_us(simulate(R"({"hardware": "h100_sxm", "software": {"clock": "sustained"}, )" + gemm + "}"), "baseline") == sustained);
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "software": {"clock": "boost"}, )" + gemm + "}"),
+             Contains("$.software.clock: unknown clock \"boost\" (sustained or burst)"));
+  CHECK_THAT(error_of(R"({"hardware": "b200", "software": {"clock": "burst"}, )" + gemm + "}"),
+             Contains("$.software.clock: hardware b200 gives no power.burst_speed"));
+  CHECK_THAT(error_of(R"({"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16", "software": {"clock": "burst"},
+      "workload": {"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 1, "mesh": {"fsdp": 8}}})"),
+             Contains("$.software.clock: a training step runs at the sustained clock"));
+}

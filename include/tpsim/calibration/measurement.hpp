@@ -5,6 +5,7 @@
 //   {"format": "tpsim-measurements", "hardware": "h100_sxm", "measurements": [
 //     {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "tflops": 798, "source": "..."}, ...]}
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,10 +78,17 @@ struct Measurement {
   int partials = 0;      // reduction: how many stacked partials are summed
   ReductionKernel reduction = ReductionKernel::aten_sum;  // reduction: which kernel sums them
   MeasurementTiming timing = MeasurementTiming::kernel;   // op-level kinds; not launch or scenario
+  // Op-level kinds: timed in a short burst after idle (`"clock": "burst"`: tensor cores at the
+  // clock ceiling, power.burst_speed) rather than sustained at the clock the power limit allows.
+  bool burst_clock = false;
 };
 
-// Every GEMM row's dtype must be one `hw` computes in (as `run` requires of a scenario).
-void check_dtypes_served(const std::vector<Measurement>& ms, const HardwareSpec& hw);
+// Every GEMM row's dtype must be one `hw` computes in (as `run` requires of a scenario), and
+// every attention row's kernel one it has.
+void check_hardware_serves(const std::vector<Measurement>& ms, const HardwareSpec& hw);
+// Burst-timed rows on hardware that gives no power.burst_speed are predicted at its parameters'
+// rate; this says so (nullopt where no row is affected).
+std::optional<std::string> burst_clock_note(const std::vector<Measurement>& ms, const HardwareSpec& hw);
 
 // Strict: every problem is an InputError naming `source` and the JSON path.
 std::vector<Measurement> parse_measurements(const Json& j, const std::string& source);

@@ -26,6 +26,7 @@ struct Validation {
   std::vector<double> predicted_us;  // by the model as given
   std::vector<double> held_out_us;   // cross-validated (empty without it)
   std::vector<std::string> sources;  // the sources held out in turn
+  std::vector<std::string> notes;    // worth a line to the user (burst-timed rows the model cannot speed up)
 };
 
 Validation validate(const ValidationRequest& request);

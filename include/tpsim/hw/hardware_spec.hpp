@@ -271,12 +271,17 @@ struct ReductionSpec {
 // measured draw; a limit below that draw lowers the clock until the kernels draw the limit,
 // and their speed follows power as power ~ speed^exponent (fitted to GEMMs given more or less
 // power between copies). FFMA (fp32) kernels draw less and keep their rate.
+// A short burst after idle (a benchmark's few calls) runs before the limit's power averaging
+// reacts, at the clock ceiling: `burst_speed` times the parameters' rate, whatever the limit.
 struct PowerSpec {
   double limit_w = 0;               // 0: no power section (tensor rates as the parameters give them)
   double tensor_sustained_w = 0;    // draw of back-to-back tensor-core GEMMs at the parameters' rate
   double speed_power_exponent = 1;  // power ~ speed^exponent where the limit binds
+  double burst_speed = 0;           // tensor-core speed at the clock ceiling, relative to the parameters'; 0: not known
+  bool burst = false;               // the run is such a burst (a scenario's or measurement's clock), not sustained
   // Speed of tensor-core kernels relative to the parameters' (1 where the limit does not bind).
   double tensor_speed() const {
+    if (burst) return burst_speed;
     if (limit_w <= 0 || limit_w >= tensor_sustained_w) return 1.0;
     return std::pow(limit_w / tensor_sustained_w, 1.0 / speed_power_exponent);
   }

@@ -72,7 +72,20 @@ struct SoftwareChoices {
   // Async TP inside a layer where torch.compile's micro-pipeline TP pass decomposes it
   // (false), or in every TP region (true: what the pass does not do, as a what-if).
   bool async_tp_every_region = false;
+  // Timed as a short benchmark after idle (tensor cores at the clock ceiling: power.burst_speed)
+  // rather than in a sustained loop at the clock the power limit allows.
+  bool burst_clock = false;
 };
+
+// The hardware as the scenario's software runs it: NVLink SHARP off where NCCL may not use it,
+// the switches' reductions on where it may and the cluster has them, the clock ceiling where
+// the run is a burst and the model gives that speed.
+inline HardwareSpec run_by(HardwareSpec hw, const SoftwareChoices& sw) {
+  if (!sw.nccl_nvls) hw.nccl.nvls = {};
+  hw.cluster.sharp.enabled = sw.nccl_collnet && hw.cluster.sharp.available();
+  hw.power.burst = sw.burst_clock && hw.power.burst_speed > 0;
+  return hw;
+}
 
 struct Scenario {
   std::string name;
