@@ -510,11 +510,13 @@ void check_hardware_serves(const std::vector<Measurement>& ms, const HardwareSpe
   }
 }
 
+bool timed_in_burst(const Measurement& m) {
+  return m.burst_clock || (m.kind == MeasurementKind::scenario && m.scenario && m.scenario->software.burst_clock);
+}
+
 std::optional<std::string> burst_clock_note(const std::vector<Measurement>& ms, const HardwareSpec& hw) {
   if (hw.power.burst_speed > 0) return std::nullopt;
-  const auto n = std::count_if(ms.begin(), ms.end(), [](const Measurement& m) {
-    return m.burst_clock || (m.kind == MeasurementKind::scenario && m.scenario->software.burst_clock);
-  });
+  const auto n = std::count_if(ms.begin(), ms.end(), timed_in_burst);
   if (n == 0) return std::nullopt;
   return fmt::format("{} row(s) were timed in bursts and hardware {} gives no power.burst_speed: they are predicted at the rate its "
                      "parameters give (fitted to them, those parameters describe a burst's clock, not a sustained run's)",

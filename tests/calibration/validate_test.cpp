@@ -169,3 +169,23 @@ TEST_CASE("validate sums up per file and class when several files are checked", 
   CHECK(format_validation(v).find("file ") != std::string::npos);
   CHECK(validation_json(v)["rows"][3]["file"] == "m.json");
 }
+
+TEST_CASE("validate says how each row was timed, and a burst row on a model with no ceiling speed comes with a note", "[calibration][validate][power]") {
+  const std::string burst = R"({"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16", "tflops": 790, "clock": "burst", "source": "c"})";
+  const MeasurementFile file("clock", {kGemmA, burst});
+  ValidationRequest req;
+  req.files = {file.path};
+  req.hardware = "h100_sxm";
+  const Validation v = validate(req);
+  CHECK(v.notes.empty());
+  const Json rows = validation_json(v)["rows"];
+  CHECK(rows[0]["clock"] == "sustained");
+  CHECK(rows[1]["clock"] == "burst");
+  // The same GEMM and rate: timed in a burst, the model expects it sooner.
+  CHECK(v.predicted_us[1] < v.predicted_us[0] / 1.1);
+  req.hardware = "b200";  // no power section
+  const Validation b = validate(req);
+  REQUIRE(b.notes.size() == 1);
+  CHECK_THAT(b.notes[0], Catch::Matchers::Contains("1 row(s) were timed in bursts and hardware b200 gives no power.burst_speed"));
+  CHECK(b.predicted_us[1] == Approx(b.predicted_us[0]));
+}

@@ -86,6 +86,8 @@ struct Measurement {
 // Every GEMM row's dtype must be one `hw` computes in (as `run` requires of a scenario), and
 // every attention row's kernel one it has.
 void check_hardware_serves(const std::vector<Measurement>& ms, const HardwareSpec& hw);
+// Whether the row was timed in a burst: its own clock, or its scenario's software.clock.
+bool timed_in_burst(const Measurement& m);
 // Burst-timed rows on hardware that gives no power.burst_speed are predicted at its parameters'
 // rate; this says so (nullopt where no row is affected).
 std::optional<std::string> burst_clock_note(const std::vector<Measurement>& ms, const HardwareSpec& hw);
