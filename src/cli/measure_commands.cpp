@@ -51,14 +51,14 @@ int measure(const std::string& scenario_file, const MeasureOptions& o) {
   // The backend holds each GPU until the host has issued a repeat's launches (gpu_executor),
   // so it measures every op already enqueued: simulate, and record, that issue.
   s.software.op_issue = HostIssue::enqueued;
+  if (is_training_step(s.workload))
+    throw InputError(fmt::format("{}: $.workload.op: measure runs one TP group's op DAG; a training step is not one (tpsim run)", scenario_file));
   // A dozen repeats end before the power limit's averaging lowers the clock (as microbench's
   // rows): simulate, and record, a burst where the model gives its speed.
-  if (s.hardware.power.burst_speed > 0 && !is_training_step(s.workload)) {
+  if (s.hardware.power.burst_speed > 0) {
     s.software.burst_clock = true;
     s.hardware = run_by(std::move(s.hardware), s.software);
   }
-  if (is_training_step(s.workload))
-    throw InputError(fmt::format("{}: $.workload.op: measure runs one TP group's op DAG; a training step is not one (tpsim run)", scenario_file));
   if (o.dry_run) {
     Json all = Json::array();
     for (const std::string& v : s.variants) {

@@ -56,6 +56,10 @@ TEST_CASE("A burst runs tensor cores at burst_speed whatever the limit, and FFMA
   burst.power.burst_speed = 1.25;
   burst.power.burst = true;
   CHECK(burst.power.tensor_speed() == 1.25);
+  // A burst on a model that gives no ceiling speed keeps the sustained law, never a zero rate.
+  HardwareSpec unknown = limited(175.0);
+  unknown.power.burst = true;
+  CHECK(unknown.power.tensor_speed() == Approx(0.5));
   const double big = gemm_alone_us(8192, 8192, 8192, Dtype::bf16);
   CHECK(big / gemm_alone_us(8192, 8192, 8192, Dtype::bf16, burst) == Approx(1.25).epsilon(0.03));
   const double thin = gemm_alone_us(16, 3584, 8192, Dtype::bf16);

@@ -281,7 +281,7 @@ struct PowerSpec {
   bool burst = false;               // the run is such a burst (a scenario's or measurement's clock), not sustained
   // Speed of tensor-core kernels relative to the parameters' (1 where the limit does not bind).
   double tensor_speed() const {
-    if (burst) return burst_speed;
+    if (burst && burst_speed > 0) return burst_speed;
     if (limit_w <= 0 || limit_w >= tensor_sustained_w) return 1.0;
     return std::pow(limit_w / tensor_sustained_w, 1.0 / speed_power_exponent);
   }
