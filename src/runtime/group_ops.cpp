@@ -5,7 +5,6 @@
 #include <memory>
 
 #include "machine.hpp"
-#include "tpsim/cost/p2p_plan.hpp"
 
 namespace tpsim::runtime_detail {
 
@@ -152,8 +151,7 @@ void Machine::run_nvls_tree(const std::vector<OpId>& members, const CollectivePl
 void Machine::run_sendrecv(const std::vector<OpId>& members, const NcclProtocol& proto) {
   const Tick latency = proto.base_latency + proto.step_latency;
   Tick processing = 0;
-  for (OpId m : members)
-    processing = std::max(processing, p2p_processing_time(p2p_plan_of(m, std::get<SendRecvOp>(dag_.op(m).payload)), hw_.nccl));
+  for (OpId m : members) processing = std::max(processing, sendrecv_processing_[m]);  // planned at each launch
   auto left = std::make_shared<int>(processing > 0 ? 2 : 1);
   auto finish = [this, members, left] {
     if (--*left == 0) release_all(members);

@@ -150,6 +150,8 @@ P2pPlan Machine::p2p_plan_of(OpId id, const SendRecvOp& s) const {
 void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) {
   const P2pPlan plan = p2p_plan_of(id, s);
   const NcclProtocol& proto = *plan.protocol;
+  if (sendrecv_processing_.empty()) sendrecv_processing_.assign(dag_.size(), 0);
+  sendrecv_processing_[id] = p2p_processing_time(plan, hw_.nccl);
   if (tl_.detailed) tl_.details[id] = fmt::format("send/recv {}, {} channels", proto.name, plan.blocks);
   req.block = nccl_block(hw_.nccl.p2p.threads);
   req.blocks = std::min(plan.blocks, hw_.sm.count);

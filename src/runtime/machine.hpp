@@ -109,6 +109,9 @@ class Machine {
   std::vector<GroupFabric> group_fabric_;
   Tick device_latency_ = 0;        // per kernel: from a stream or from a replayed graph
   Tick cross_stream_latency_ = 0;  // more after a wait on another stream's event (not measured in graphs: 0)
+  // Per send/recv op, its busiest block's time (planned at launch, read when its step meets);
+  // sized at the first send/recv.
+  std::vector<Tick> sendrecv_processing_;
 };
 
 }  // namespace tpsim::runtime_detail
