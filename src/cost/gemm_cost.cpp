@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "tpsim/cost/elementwise_cost.hpp"
+
 namespace tpsim {
 
 namespace {
@@ -34,8 +36,13 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
   const double mn = p.ragged_k || !p.ragged() ? static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n)
                                                : p.ragged_total() * static_cast<double>(p.n);
   plan.hbm_bytes = dtype_bytes(p.dtype) * p.operand_elements();
-  // Split-K writes fp32 partials and reads them back in the reduction.
-  if (split_k > 1) plan.hbm_bytes += 2.0 * 4.0 * mn * split_k;
+  if (split_k > 1) {
+    // The GEMM writes fp32 partials where it would have written C; the reduction kernel
+    // after it reads them and writes C.
+    plan.reduction_read_bytes = 4.0 * mn * split_k;
+    plan.reduction_written_bytes = dtype_bytes(p.dtype) * mn;
+    plan.hbm_bytes += plan.reduction_read_bytes - plan.reduction_written_bytes;
+  }
   plan.hbm_bytes_per_block = plan.hbm_bytes / static_cast<double>(plan.blocks);
   return plan;
 }
@@ -69,14 +76,23 @@ BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw) {
 }
 
 Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing, double hbm_bytes_per_ps) {
-  return gemm_block_work(plan, hw).time_at(hbm_bytes_per_ps / std::max(1, memory_blocks_sharing));
+  return gemm_block_work(plan, hw).shared_time(hbm_bytes_per_ps / std::max(1, memory_blocks_sharing));
 }
 
 Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms) {
   sms = std::max(1, sms);
   const std::int64_t waves = ceil_div(plan.blocks, sms);
   const int concurrent = static_cast<int>(std::min<std::int64_t>(plan.blocks, sms));
-  return hw.gemm.kernel_ramp + waves * gemm_block_time(plan, hw, concurrent, hw.memory.hbm_bytes_per_ps);
+  return hw.gemm.kernel_ramp + waves * gemm_block_time(plan, hw, concurrent, hw.memory.hbm_bytes_per_ps) +
+         split_k_reduction_time(plan, hw);
+}
+
+Tick split_k_reduction_time(const GemmPlan& plan, const HardwareSpec& hw) {
+  if (plan.split_k <= 1) return 0;
+  // A grid-stride kernel: every block in one wave, sharing the HBM.
+  const ElementwisePlan sum = plan_elementwise(plan.reduction_read_bytes + plan.reduction_written_bytes, hw);
+  return hw.elementwise.block_overhead +
+         elementwise_block_work(sum, hw).shared_time(hw.memory.hbm_bytes_per_ps / static_cast<double>(sum.blocks));
 }
 
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {

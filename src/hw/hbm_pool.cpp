@@ -14,6 +14,11 @@ Tick BlockWork::time_at(double bytes_per_ps) const {
   return delay + fixed + std::max(compute, duration_for(bytes, rate));
 }
 
+Tick BlockWork::shared_time(double bytes_per_ps) const {
+  const Tick alone = time_at(max_bytes_per_ps) - delay;
+  return delay + std::max(alone, duration_for(bytes, std::min(bytes_per_ps, max_bytes_per_ps)));
+}
+
 HbmPool::HbmPool(Simulator& sim, double capacity_bytes_per_ps) : sim_(sim), capacity_(capacity_bytes_per_ps) {}
 
 void HbmPool::add(int blocks, const BlockWork& work, Done done) {

@@ -179,7 +179,9 @@ void Machine::run_fused_round(const std::vector<OpId>& members, const GemmPlan& 
   const auto scale = [waves](Tick t) { return duration_for(static_cast<double>(t) * static_cast<double>(waves), 1.0); };
   work.fixed = scale(work.fixed);
   work.compute = scale(work.compute);
-  work.bytes *= static_cast<double>(waves);
+  // A persistent kernel sums split-K's partials itself (no second kernel): its blocks read them back.
+  work.bytes = (work.bytes + (plan.reduction_read_bytes + plan.reduction_written_bytes) / static_cast<double>(plan.blocks)) *
+               static_cast<double>(waves);
   if (round == 0) work.delay = hw_.gemm.kernel_ramp;
   std::vector<std::pair<std::pair<int, int>, double>> transfers;
   if (round + 1 < first.steps)

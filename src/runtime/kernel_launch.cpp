@@ -60,6 +60,20 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   req.blocks = plan.blocks;
   req.draws_memory = true;
   req.block_work = ramp_on_first_blocks(gemm_block_work(plan, hw_), hw_.gemm.kernel_ramp);
+  if (plan.split_k == 1) return;
+  const ElementwisePlan reduction = plan_elementwise(plan.reduction_read_bytes + plan.reduction_written_bytes, hw_);
+  if (tl_.detailed) tl_.details[id] += fmt::format(", then a reduction of the partials in {} blocks", reduction.blocks);
+  // The reduction kernel is queued behind the GEMM on its stream: it starts when the GEMM's
+  // last block ends, and the op ends with it.
+  req.on_complete = [this, id, reduction] {
+    KernelRequest sum;
+    sum.block = hw_.elementwise.block;
+    sum.blocks = reduction.blocks;
+    sum.draws_memory = true;
+    sum.block_work = ramp_on_first_blocks(elementwise_block_work(reduction, hw_), hw_.elementwise.block_overhead);
+    sum.on_complete = [this, id] { finish(id); };
+    ranks_[static_cast<std::size_t>(dag_.op(id).rank)].sms->launch(std::move(sum));
+  };
 }
 
 void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req) {

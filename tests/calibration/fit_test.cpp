@@ -169,7 +169,10 @@ TEST_CASE("The shipped h100_sxm predicts the GEMMs it was calibrated on within 6
       CHECK(predicted[i] == Approx(ms[i].time_us).epsilon(each));
     }
   };
-  check("h100_sxm_torch_ops.json", 0.06, 0.35);
+  // Each row within 40%: the 1,280-column rows read 20-36% slow since split-K pays its reduction
+  // kernel (cuBLAS ran them unsplit on 64- and 128-row tiles clustered 4x2 and 2x4, whose TMA
+  // multicast the per-SM L2 rate does not model; cheap split-K had hidden that).
+  check("h100_sxm_torch_ops.json", 0.06, 0.40);
   check("h100_sxm_published.json", 0.08, 0.40);  // its short XLA GEMMs include a launch (2-3 us)
 }
 

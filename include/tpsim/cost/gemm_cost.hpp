@@ -59,8 +59,13 @@ struct GemmPlan {
   std::int64_t tiles = 0;   // output tiles (over the whole batch)
   std::int64_t blocks = 0;  // tiles x split_k
   double flops_per_block = 0;   // padded: edge tiles compute a whole tile
-  double hbm_bytes = 0;         // A + B + C (+ split-K partials), read or written once per kernel
+  double hbm_bytes = 0;         // A + B + C (split-K: the fp32 partials in place of C), read or written once per kernel
   double hbm_bytes_per_block = 0;
+  // Split-K as cuBLASLt runs it out of place (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUTLASS's
+  // ReduceSplitK): the GEMM kernel writes split_k fp32 partials of C to a workspace, then a
+  // second, streaming kernel reads them and writes C. Zero without a split.
+  double reduction_read_bytes = 0;
+  double reduction_written_bytes = 0;
 };
 
 // One SM's main-loop rate with this tile: the MMA issue rate, or the rate at which
@@ -81,7 +86,11 @@ Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_bl
 // takes the grouped kernel's fixed tile where the hardware describes one for its dtype.
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw);
 
-// The plan's own estimate of kernel time on `sms` free SMs (used for tile choice and reports).
+// The plan's own estimate of kernel time on `sms` free SMs (used for tile choice and reports),
+// split-K's reduction kernel included.
 Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms);
+
+// Split-K's reduction kernel alone on an idle GPU: its start-up, then its bytes at the HBM rate.
+Tick split_k_reduction_time(const GemmPlan& plan, const HardwareSpec& hw);
 
 }  // namespace tpsim

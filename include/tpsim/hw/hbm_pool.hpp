@@ -25,8 +25,12 @@ struct BlockWork {
   Tick compute = 0;          // math time; 0 for a pure streaming kernel
   double bytes = 0;          // HBM bytes one block reads and writes
   double max_bytes_per_ps = 0;  // what one block can draw at most (its SM's load capacity)
-  // Duration at a fixed byte rate (the estimate a tile heuristic makes).
+  // Duration at a fixed byte rate, its prologue apart from its bytes.
   Tick time_at(double bytes_per_ps) const;
+  // Duration when granted this byte rate by the pool below: no faster than alone (at its SM's
+  // cap), and where the grant is less, its bytes set the pace with the prologue hidden in them
+  // (the estimate a tile heuristic makes of blocks sharing the HBM).
+  Tick shared_time(double bytes_per_ps) const;
 };
 
 class HbmPool {
