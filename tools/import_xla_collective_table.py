@@ -29,6 +29,8 @@ import json
 import re
 import sys
 
+from torch_op_bench import write_atomic  # the op bench beside this file: the whole file or none of it
+
 KINDS = {"all-gather": "all_gather", "reduce-scatter": "reduce_scatter", "all-reduce": "all_reduce", "all-to-all": "all_to_all"}
 ELEMENT_BYTES = {"F32": 4, "BF16": 2, "F16": 2}
 
@@ -100,9 +102,7 @@ def main():
                           "64 MiB it is still a quarter of the time)."
                           + ("" if a.note else " Op-level: fit to them, cross-validate on them."),
            "measurements": rows}
-    with open(a.output, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    write_atomic(a.output, json.dumps(doc, indent=1) + "\n")
     print(f"{a.output}: {len(rows)} rows")
 
 

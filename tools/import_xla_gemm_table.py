@@ -27,6 +27,8 @@ import json
 import re
 import sys
 
+from torch_op_bench import write_atomic  # the op bench beside this file: the whole file or none of it
+
 DTYPES = {"bf16xbf16->bf16": "bf16"}
 
 
@@ -71,8 +73,7 @@ def main():
                           "between compilations (xla/tools/matmul_perf_table_gen.cc): a burst, at the clock ceiling. "
                           "Op-level: fit to them, cross-validate on them.",
            "measurements": rows}
-    with open(a.output, "w") as f:
-        f.write(json.dumps(doc, indent=2) + "\n")
+    write_atomic(a.output, json.dumps(doc, indent=2) + "\n")
     print(f"{a.output}: {len(rows)} measurements")
 
 

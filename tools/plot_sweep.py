@@ -38,6 +38,19 @@ def ensure_matplotlib():
     sys.exit("plot_sweep: needs matplotlib; run: sudo apt-get install -y python3-matplotlib")
 
 
+def save_atomic(fig, out):
+    """The whole picture or none of it: written beside `out` under a temporary name, then renamed."""
+    d, base = os.path.split(os.path.abspath(out))
+    tmp = os.path.join(d, f".tmp_{os.getpid()}_{base}")
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", format=os.path.splitext(out)[1][1:] or "png")
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def number(text):
     try:
         return float(text)
@@ -91,7 +104,7 @@ def heatmap(rows, xf, yf, out):
         ax.set_ylabel(yf)
         ax.set_title(f"{variant} speedup over baseline")
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="speedup (black line: break-even)")
-    fig.savefig(out, dpi=110, bbox_inches="tight")
+    save_atomic(fig, out)
 
 
 def lines(rows, xf, out):
@@ -110,7 +123,7 @@ def lines(rows, xf, out):
     ax.set_ylabel("makespan (us)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.savefig(out, dpi=110, bbox_inches="tight")
+    save_atomic(fig, out)
 
 
 def exposed(rows, out):
@@ -144,7 +157,7 @@ def exposed(rows, out):
     ax.set_xlabel("mesh dimension")
     ax.set_title("communication left exposed, ms per step", fontsize=10)
     fig.colorbar(im, ax=ax, shrink=0.8, label="ms (log scale)")
-    fig.savefig(out, dpi=110, bbox_inches="tight")
+    save_atomic(fig, out)
 
 
 def main():

@@ -46,11 +46,16 @@ def parse_args():
 
 
 def write_atomic(path, text):
+    """The whole file or none of it: a temporary file beside it, renamed over it when written."""
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def run_source(torch, conditions=""):
