@@ -60,6 +60,21 @@ TEST_CASE("A split-K GEMM ends with its reduction kernel: a slower start-up adds
   CHECK(base < whole);
 }
 
+TEST_CASE("A split-K GEMM's trace names its reduction, and the op spans both kernels while a plain GEMM has none", "[cost][gemm][split_k]") {
+  const HardwareSpec hw = h100();
+  Dag dag(1);
+  const OpId split = dag.add(0, 0, "split", GemmOp{{kM, kN, kK, Dtype::bf16}});
+  const OpId whole = dag.add(0, 0, "whole", GemmOp{{4096, 4096, 4096, Dtype::bf16}});  // after it on the stream
+  const Timeline tl = execute(dag, hw, true);
+  const GemmPlan plan = plan_gemm(GemmProblem{kM, kN, kK, Dtype::bf16}, hw);
+  CHECK_THAT(tl.detail(split), Catch::Matchers::Contains("split-k " + std::to_string(plan.split_k)) &&
+                                   Catch::Matchers::Contains("then a reduction of the partials"));
+  CHECK_THAT(tl.detail(whole), !Catch::Matchers::Contains("reduction"));
+  // The op's span is the GEMM's waves and then the reduction, as the heuristic estimated them.
+  CHECK(op_us(tl, split) == Approx(static_cast<double>(estimate_gemm_time(plan, hw, hw.sm.count)) / 1e6).epsilon(0.02));
+  CHECK(op_us(tl, split) > static_cast<double>(split_k_reduction_time(plan, hw)) / 1e6);
+}
+
 TEST_CASE("The tile heuristic's estimate of a GEMM alone is what the simulator takes: never less, at most 2% more", "[cost][gemm][split_k][property]") {
   // The estimate shares the HBM among a wave's blocks as the simulator's pool does (a block
   // granted less than it asks is paced by its bytes, its prologue hidden in them); only a
