@@ -10,7 +10,7 @@ using namespace tpsim::test;
 
 namespace {
 
-// A thin, deep GEMM whose 128x128 tiles fill a third of the SMs: split-K's shape.
+// A thin, deep GEMM whose 128x128 tiles fill under a quarter of the SMs (30 of 132): split-K's shape.
 constexpr std::int64_t kM = 384, kN = 1280, kK = 8192;
 
 HardwareSpec without_split_k() {
