@@ -258,7 +258,7 @@ void check_zero_bubble(const TrainingStepSpec& t, const ObjectReader& w) {
 std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "elementwise", "norm", "cross_entropy", "optimizer", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
-          "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "expert_gemm", "attention", "attention_dropout", "pp_p2p", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
+          "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "expert_gemm", "attention", "attention_dropout", "pp_p2p", "pp_runtime", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
           "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input"};
 }
 
@@ -310,6 +310,10 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
   // batch; a schedule, virtual stages, or microbatches that do not divide it are pipeline
   // settings with nothing to apply to (a note says so).
   t.pp_p2p_blocking = parse_choice(w, "pp_p2p", false, {{"async", false}, {"blocking", true}});
+  // The runtime defaults to the one whose sends pp_p2p describes; PyTorch's never blocks.
+  t.pp_torch_buffers = parse_choice(w, "pp_runtime", !t.pp_p2p_blocking, {{"torch", true}, {"megatron", false}});
+  if (t.pp_torch_buffers && t.pp_p2p_blocking)
+    fail_at(w.child_path("pp_runtime"), "\"torch\" sends asynchronously: PyTorch's pipelining has no blocking sends (use \"megatron\" with \"pp_p2p\": \"blocking\")");
   for (const auto& [key, weight] : {std::pair{"pp_first_stage_less_layers", &t.pp_embedding_weight}, std::pair{"pp_last_stage_less_layers", &t.pp_output_weight}}) {
     if (!w.has(key)) continue;
     const Json& v = w.at(key);
@@ -318,7 +322,7 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     *weight = static_cast<int>(v.get<std::int64_t>());
   }
   if (t.mesh.size(MeshDim::pp) == 1) {
-    if (w.has("pp_schedule") || w.has("virtual_stages") || w.has("pp_p2p") || w.has("pp_first_stage_less_layers") ||
+    if (w.has("pp_schedule") || w.has("virtual_stages") || w.has("pp_p2p") || w.has("pp_runtime") || w.has("pp_first_stage_less_layers") ||
         w.has("pp_last_stage_less_layers") || t.local_batch % t.microbatches != 0)
       t.pipeline_settings_ignored = true;
     t.pp_embedding_weight = t.pp_output_weight = 0;
@@ -439,9 +443,9 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
   }
   if (step.pipeline_settings_ignored)
     notes.push_back(step.microbatches > 1
-                        ? fmt::format("pp is 1: pp_schedule, virtual_stages, pp_p2p and the pp_*_less_layers apply to a pipeline; the {} microbatches are gradient accumulation",
+                        ? fmt::format("pp is 1: pp_schedule, virtual_stages, pp_p2p, pp_runtime and the pp_*_less_layers apply to a pipeline; the {} microbatches are gradient accumulation",
                                       step.microbatches)
-                        : "pp is 1: microbatches (they do not divide the local batch), pp_schedule, virtual_stages, pp_p2p and the pp_*_less_layers apply to a "
+                        : "pp is 1: microbatches (they do not divide the local batch), pp_schedule, virtual_stages, pp_p2p, pp_runtime and the pp_*_less_layers apply to a "
                           "pipeline; the local batch runs as one pass");
   if (step.fsdp_fp8_all_gather != Fp8AllGather::off && step.shard_ranks() == 1) notes.push_back("no FSDP (fsdp x cp x ep is 1): fsdp_fp8_all_gather has no all-gather to apply to");
   if (step.cp_method_ignored) notes.push_back("cp is 1: cp_method applies to context parallelism and is not used");

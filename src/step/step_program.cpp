@@ -55,9 +55,9 @@ class ProgramBuilder {
     // torch.distributed.pipelining (stage.py: _setup_forward_recv_info, _create_grad_recv_info)
     // allocates, per stage and microbatch, a buffer to receive the activation into and one
     // for its gradient, held for good; a forward's output stays in fwd_cache until its
-    // backward. Megatron-LM (blocking sends) receives into fresh tensors and frees the sent
-    // output (deallocate_pipeline_outputs).
-    if (pp_ > 1 && !t.pp_p2p_blocking) {
+    // backward. Megatron-LM receives into fresh tensors and frees the sent output
+    // (deallocate_pipeline_outputs), whether its sends block or not.
+    if (pp_ > 1 && t.pp_torch_buffers) {
       const double rows = static_cast<double>(t.rank_tokens()) / (t.sequence_parallel ? tp_ : 1);
       boundary_bytes_ = rows * static_cast<double>(t.model.hidden) * e_;
     }

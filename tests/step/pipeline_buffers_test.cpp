@@ -1,6 +1,6 @@
 // PyTorch's pipelining holds a receive buffer per stage and microbatch for activations and
 // for gradients, and each forward's output until its backward (stage.py); Megatron-LM's
-// blocking p2p does neither.
+// runtime does neither, whether its sends block or not (pp_runtime).
 #include "support/catch.hpp"
 
 #include <fmt/format.h>
@@ -81,4 +81,37 @@ TEST_CASE("An output layer alone in its chunk finds the final norm's input in a 
   CHECK(part(megatron, last, "final norm and output layer inputs") - part(torch, last, "final norm and output layer inputs") == Approx(shard));
   // With a decoder layer before it in the chunk, the norm's input is that layer's output.
   CHECK(part(run(""), 3, "final norm and output layer inputs") == Approx(part(run(R"(, "pp_p2p": "blocking")"), 3, "final norm and output layer inputs")));
+}
+
+TEST_CASE("Megatron-LM's runtime frees a stage's outputs whether its sends block or not: pp_runtime without changing the timing",
+          "[step][pipeline][memory]") {
+  // Megatron-LM's interleaved schedule with overlap_p2p_comm sends asynchronously and still
+  // receives into fresh tensors and frees what it sent; so did Meta's Llama 3 pipeline.
+  const StepVariantRun torch = run(""), megatron_async = run(R"(, "pp_runtime": "megatron")"),
+                       megatron_blocking = run(R"(, "pp_p2p": "blocking")");
+  for (int s = 0; s < 4; ++s) {
+    INFO("stage " << s);
+    CHECK(part(torch, s, "pipeline receive buffers") > 0);
+    CHECK(part(megatron_async, s, "pipeline receive buffers") == 0);
+    CHECK(megatron_async.sim.stages[static_cast<std::size_t>(s)].peak_activation_bytes ==
+          Approx(megatron_blocking.sim.stages[static_cast<std::size_t>(s)].peak_activation_bytes));
+    CHECK(megatron_async.memory.at(static_cast<std::size_t>(s)).total() < torch.memory.at(static_cast<std::size_t>(s)).total());
+  }
+  // Memory is all it changes: the same sends, unwaited, at the same times.
+  CHECK(megatron_async.sim.makespan == torch.sim.makespan);
+  CHECK(megatron_blocking.sim.makespan > torch.sim.makespan);
+}
+
+TEST_CASE("pp_runtime is checked: PyTorch's pipelining has no blocking sends", "[step][pipeline][input]") {
+  const auto with = [](const std::string& extra) {
+    return fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+        "workload": {{"op": "training_step", "model": {}, "seq_len": 4096, "local_batch": 8, "mesh": {{"pp": 4, "tp": 2}},
+                      "microbatches": 8{}}}, "variants": ["baseline"]}})",
+                       kSmall, extra);
+  };
+  CHECK(scenario_error(with(R"(, "pp_runtime": "torch", "pp_p2p": "blocking")"))
+            .find("$.workload.pp_runtime: \"torch\" sends asynchronously") != std::string::npos);
+  CHECK(scenario_error(with(R"(, "pp_runtime": "megatrn")")).find("$.workload.pp_runtime: unknown value \"megatrn\" (did you mean \"megatron\"?)") !=
+        std::string::npos);
+  CHECK(scenario_error(with(R"(, "pp_runtime": "megatron", "pp_p2p": "blocking")")).empty());
 }

@@ -88,6 +88,11 @@ struct TrainingStepSpec {
   // wait for a send), or blocking as Megatron-LM's default (overlap_p2p_comm off: each
   // send's request is waited on before the stage's next pass).
   bool pp_p2p_blocking = false;
+  // Whose pipeline runtime holds the activations between stages: PyTorch's pipelining keeps a
+  // receive buffer per stage and microbatch for good and each forward's output until its
+  // backward (torch/distributed/pipelining/stage.py); Megatron-LM receives into fresh tensors
+  // and frees a sent output (deallocate_pipeline_outputs), blocking or not (overlap_p2p_comm).
+  bool pp_torch_buffers = true;
   Dtype grad_reduce_dtype = Dtype::fp32;  // FSDP2 / DDP gradient reduction (torchtitan's default: fp32)
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
   Fp8AllGather fsdp_fp8_all_gather = Fp8AllGather::off;  // with fp8 linears only
