@@ -67,10 +67,7 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   // last block ends, and the op ends with it.
   req.on_complete = [this, id, reduction] {
     KernelRequest sum;
-    sum.block = hw_.elementwise.block;
-    sum.blocks = reduction.blocks;
-    sum.draws_memory = true;
-    sum.block_work = ramp_on_first_blocks(elementwise_block_work(reduction, hw_), hw_.elementwise.block_overhead);
+    streaming_kernel(reduction, LoopWork{}, sum);
     sum.on_complete = [this, id] { finish(id); };
     ranks_[static_cast<std::size_t>(dag_.op(id).rank)].sms->launch(std::move(sum));
   };
@@ -79,10 +76,13 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
 void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req) {
   const ElementwisePlan plan = plan_elementwise(e.bytes_read + e.bytes_written, hw_);
   if (tl_.detailed) tl_.details[id] = fmt::format("{} blocks", plan.blocks);
+  streaming_kernel(plan, LoopWork{e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0, e.dims}, req);
+}
+
+void Machine::streaming_kernel(const ElementwisePlan& plan, const LoopWork& loop, KernelRequest& req) const {
   req.block = hw_.elementwise.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;
-  const LoopWork loop{e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0, e.dims};
   req.block_work = ramp_on_first_blocks(elementwise_block_work(plan, hw_, loop), hw_.elementwise.block_overhead);
 }
 

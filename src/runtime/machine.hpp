@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tpsim/core/simulator.hpp"
+#include "tpsim/cost/elementwise_cost.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/gemm_planner.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
@@ -61,6 +62,8 @@ class Machine {
   void launch_kernel(OpId id);
   void gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req);
   void elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req);
+  // A grid-stride streaming kernel's blocks (an element-wise op, split-K's reduction).
+  void streaming_kernel(const ElementwisePlan& plan, const LoopWork& loop, KernelRequest& req) const;
   void reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req);
   void collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& req);
   void barrier_kernel(OpId id, const BarrierOp& b, KernelRequest& req);
