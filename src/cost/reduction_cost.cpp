@@ -27,8 +27,14 @@ BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kern
   Tick compute = duration_for(plan.bytes_per_block, hw.reduction.sm_bytes_per_ps[k] * share);
   // Few partials: the per-output cost binds before the bytes do (ATen's sum of 2 partials
   // moves 1.5 TB/s on an H100, of 8 partials 2.9).
-  if (hw.reduction.sm_output_bytes_per_ps[k] > 0)
-    compute += duration_for(plan.bytes_per_block / (partials + 1), hw.reduction.sm_output_bytes_per_ps[k] * share);
+  const double out_bytes = plan.bytes_per_block / (partials + 1);
+  if (hw.reduction.sm_output_bytes_per_ps[k] > 0) compute += duration_for(out_bytes, hw.reduction.sm_output_bytes_per_ps[k] * share);
+  // ATen's reduce loads the partials of its outputs in rounds and waits on each: sums of 2,
+  // 3 and 4 partials take one round, of 5 to 8 two (a staircase, not a slope).
+  if (const int per_round = hw.reduction.loads_per_round[k]; per_round > 0) {
+    const int rounds = (partials + per_round - 1) / per_round;
+    compute += rounds * duration_for(out_bytes, hw.reduction.sm_round_output_bytes_per_ps[k] * share);
+  }
   return BlockWork{.compute = compute,  // its start-up is the kernel's ramp (reduction.block_overhead)
                    .bytes = plan.bytes_per_block, .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps * share};
 }

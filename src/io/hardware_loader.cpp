@@ -411,10 +411,19 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   const ObjectReader red = root.object("reduction", {"aten_sum", "triton"});
   for (ReductionKernel k : {ReductionKernel::aten_sum, ReductionKernel::triton}) {
     const std::string name(reduction_kernel_name(k));
-    const ObjectReader kernel = red.object(name, {"sm_bandwidth", "sm_output_bandwidth", "block_overhead"});
+    const ObjectReader kernel =
+        red.object(name, {"sm_bandwidth", "sm_output_bandwidth", "sm_round_output_bandwidth", "loads_per_round", "block_overhead"});
     hw.reduction.sm_bytes_per_ps[static_cast<int>(k)] = Quantities(kernel).get("sm_bandwidth", "bandwidth");
     if (kernel.has("sm_output_bandwidth"))
       hw.reduction.sm_output_bytes_per_ps[static_cast<int>(k)] = Quantities(kernel).get("sm_output_bandwidth", "bandwidth");
+    // A round's rate means nothing without the loads a round holds, nor those without the rate.
+    if (kernel.has("sm_round_output_bandwidth") != kernel.has("loads_per_round"))
+      fail_at(kernel.path(), "needs both \"sm_round_output_bandwidth\" and \"loads_per_round\", or neither");
+    if (kernel.has("loads_per_round")) {
+      hw.reduction.sm_round_output_bytes_per_ps[static_cast<int>(k)] =
+          Quantities(kernel).get("sm_round_output_bandwidth", "bandwidth");
+      hw.reduction.loads_per_round[static_cast<int>(k)] = Quantities(kernel).count("loads_per_round", 64);
+    }
     hw.reduction.block_overhead[static_cast<int>(k)] =
         kernel.has("block_overhead") ? Quantities(kernel).time("block_overhead") : hw.elementwise.block_overhead;
   }

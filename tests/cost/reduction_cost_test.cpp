@@ -1,5 +1,7 @@
 #include "support/catch.hpp"
 
+#include <vector>
+
 #include "support/simulate.hpp"
 #include "tpsim/cost/reduction_cost.hpp"
 
@@ -46,6 +48,7 @@ TEST_CASE("An instruction-bound reduction does not speed up with more HBM bandwi
   const int k = static_cast<int>(ReductionKernel::aten_sum);
   faster_sms.reduction.sm_bytes_per_ps[k] *= 2;
   faster_sms.reduction.sm_output_bytes_per_ps[k] *= 2;
+  faster_sms.reduction.sm_round_output_bytes_per_ps[k] *= 2;
   const double start_us = to_us(wide.reduction.block_overhead[k]);
   CHECK(start_us > 0);
   CHECK(kernel_alone_us(sum_of_2(ReductionKernel::aten_sum), faster_sms) - start_us == Approx((aten_wide - start_us) / 2).epsilon(0.05));
@@ -87,4 +90,33 @@ TEST_CASE("ATen's sum pays per output element: 2 partials take nearly as long as
   HardwareSpec per_byte = h100();
   per_byte.reduction.sm_output_bytes_per_ps[static_cast<int>(ReductionKernel::aten_sum)] = 0;
   CHECK(kernel_alone_us(ReduceOp{2, kBig, ReductionKernel::aten_sum}, per_byte) < 0.8 * two);
+}
+
+TEST_CASE("ATen's sum loads the partials in rounds of 4: 2, 3 and 4 partials take one step of a staircase, 5 to 8 the next",
+          "[cost][reduction]") {
+  // HBM made ample, so the rounds show rather than the bytes (on the H200 they do: 2 and 4
+  // partials of 64 MiB take 126 and 129 us, 8 take 185 us, below its HBM's rate).
+  HardwareSpec ample = h100();
+  ample.memory.hbm_bytes_per_ps *= 4;
+  const int k = static_cast<int>(ReductionKernel::aten_sum);
+  REQUIRE(ample.reduction.loads_per_round[k] == 4);
+  std::vector<double> us;
+  for (int partials = 1; partials <= 9; ++partials)
+    us.push_back(kernel_alone_us(ReduceOp{partials, kChunk, ReductionKernel::aten_sum}, ample));
+  const auto at = [&](int partials) { return us[static_cast<std::size_t>(partials - 1)]; };
+  INFO("1..9 partials: " << at(1) << " " << at(2) << " " << at(3) << " " << at(4) << " " << at(5) << " " << at(8) << " " << at(9) << " us");
+  // Within a step only the per-byte work grows (a few percent); between steps a whole round.
+  CHECK(at(4) / at(2) < 1.1);
+  CHECK(at(8) / at(5) < 1.1);
+  const double step = at(5) - at(4);
+  CHECK(step > 3 * (at(4) - at(3)));
+  CHECK(at(9) - at(8) == Approx(step).epsilon(0.1));
+  // Time never falls as partials are added.
+  for (int partials = 2; partials <= 9; ++partials) CHECK(at(partials) >= at(partials - 1));
+  // Without rounds (a kernel that loads every partial at once) the staircase is gone.
+  HardwareSpec flat = ample;
+  flat.reduction.loads_per_round[k] = 0;
+  const double flat4 = kernel_alone_us(ReduceOp{4, kChunk, ReductionKernel::aten_sum}, flat);
+  const double flat5 = kernel_alone_us(ReduceOp{5, kChunk, ReductionKernel::aten_sum}, flat);
+  CHECK(flat5 - flat4 < 0.3 * step);
 }

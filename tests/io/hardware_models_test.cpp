@@ -124,6 +124,22 @@ TEST_CASE("A hardware file with the old single strided rate says what replaced i
   CHECK(error_of(shipped).empty());
 }
 
+TEST_CASE("A reduction kernel's rounds come with the loads a round holds, and neither alone", "[hardware]") {
+  const Json shipped = shipped_h100_json();
+  Json rate_only = shipped;
+  rate_only["reduction"]["aten_sum"].erase("loads_per_round");
+  CHECK(error_of(rate_only) ==
+        "$.reduction.aten_sum: needs both \"sm_round_output_bandwidth\" and \"loads_per_round\", or neither");
+  Json fraction = shipped;
+  fraction["reduction"]["aten_sum"]["loads_per_round"]["value"] = 2.5;
+  CHECK(error_of(fraction) == "$.reduction.aten_sum.loads_per_round.value: must be a whole number");
+  // Without either, the kernel has no rounds (the other GPUs' files).
+  Json none = shipped;
+  none["reduction"]["aten_sum"].erase("loads_per_round");
+  none["reduction"]["aten_sum"].erase("sm_round_output_bandwidth");
+  CHECK(parse_hardware(none, "test").reduction.loads_per_round[static_cast<int>(ReductionKernel::aten_sum)] == 0);
+}
+
 TEST_CASE("A power section is checked: a limit in watts, the sustained draw and the law's exponent together", "[hardware][power]") {
   const Json shipped = shipped_h100_json();
   Json no_exponent = shipped;

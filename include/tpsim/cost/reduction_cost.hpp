@@ -22,7 +22,8 @@ std::optional<ReductionKernel> parse_reduction_kernel(std::string_view s);
 ElementwisePlan plan_reduction(int partials, double out_bytes, const HardwareSpec& hw);
 
 // One block's work: its SM's instructions take the block's traffic at the kernel's rate per
-// SM plus, where the kernel pays per output element, its output at the output rate (both
+// SM plus, where the kernel pays per output element, its output at the output rate, plus,
+// where it loads the partials in rounds, its output at the round rate once per round (all
 // shared by the blocks on the SM); the bytes stream from HBM meanwhile.
 BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kernel, int partials, const HardwareSpec& hw);
 

@@ -260,6 +260,11 @@ struct ReductionSpec {
   // Bytes of the sum one SM writes per ps where the kernel's cost is per output element
   // (its loop, index math and store), whatever the partials; 0 where no such bound is known.
   std::array<double, kReductionKernels> sm_output_bytes_per_ps{};
+  // Where the kernel loads the partials in rounds (ATen's reduce: vt0 loads along the reduced
+  // axis, then their adds), each round waits on its loads: bytes of the sum one SM writes per
+  // ps per round, and how many partials one round loads. 0 where the kernel has no rounds.
+  std::array<double, kReductionKernels> sm_round_output_bytes_per_ps{};
+  std::array<int, kReductionKernels> loads_per_round{};
   // The kernel's start-up, where it exceeds a streaming kernel's (ATen's reduce kernel: its
   // config and index setup), paid by the blocks placed first; where none is given,
   // elementwise.block_overhead.
