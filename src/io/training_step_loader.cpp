@@ -259,11 +259,15 @@ std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "elementwise", "norm", "cross_entropy", "optimizer", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
           "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "expert_gemm", "attention", "attention_dropout", "pp_p2p", "pp_runtime", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
-          "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input"};
+          "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input", "activation_layout"};
 }
 
 bool parse_tp_weight_grad_input(const ObjectReader& w) {
   return parse_choice(w, "tp_weight_grad_input", false, {{"regather", false}, {"saved", true}});
+}
+
+bool parse_activation_layout(const ObjectReader& w) {
+  return parse_choice(w, "activation_layout", false, {{"sequence_first", false}, {"batch_first", true}});
 }
 
 AttentionChoice parse_attention_choice(const ObjectReader& w) {
@@ -368,6 +372,7 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     fail_at(w.child_path("elementwise"), "\"aten\" is uncompiled PyTorch's kernels; with \"compile\": true they are fused");
   t.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
   t.tp_saves_gathered_input = parse_tp_weight_grad_input(w);
+  t.batch_first = parse_activation_layout(w);
   // Context parallelism's attention loop and the MoE dispatch are built on sequence-parallel
   // token shards; their form without it is not modelled.
   if (!t.sequence_parallel && (t.mesh.size(MeshDim::cp) > 1 || t.model.is_moe()))

@@ -65,6 +65,7 @@ Workload parse_layers(const ObjectReader& w, int gpus) {
   else fail_at(w.child_path("pass"), fmt::format("unknown pass \"{}\" (forward, backward or forward_backward)", pass));
   wl.sequence_parallel = w.optional_bool("sequence_parallel").value_or(true);
   wl.tp_saves_gathered_input = parse_tp_weight_grad_input(w);
+  wl.batch_first = parse_activation_layout(w);
   wl.attention = parse_attention_choice(w);  // ffn's table keys leave these out: flash, unused
   if (wl.model.is_mla() && wl.attention.impl == AttentionImpl::unfused)
     fail_at(w.child_path("attention"), "\"unfused\" is not modelled for multi-head latent attention");
@@ -176,9 +177,10 @@ std::vector<std::string> check_step_hardware(Scenario& s, bool variants_listed) 
 }
 
 // The FFN half has no attention, so its keys leave out the attention choice.
-const std::vector<std::string> kFfnKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "tp_weight_grad_input"};
+const std::vector<std::string> kFfnKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "tp_weight_grad_input",
+                                           "activation_layout"};
 const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "tp_weight_grad_input",
-                                             "attention", "attention_dropout"};
+                                             "activation_layout", "attention", "attention_dropout"};
 const std::vector<std::string> kGemmKeys = {"m", "k", "n"};
 
 }  // namespace

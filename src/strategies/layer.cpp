@@ -9,6 +9,8 @@
 //             its input gradient and all-gathers its input again for the weight
 //             gradient; a row-parallel one (out proj, w2) all-gathers the output
 //             gradient, which feeds both its input- and weight-gradient GEMMs.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "layer.hpp"
@@ -210,7 +212,11 @@ class LayerBuilder {
     cast_operands(name, gemms, w, fp8 ? static_cast<double>(shard_elems) : -1);
     const double e = fp8 ? dtype_bytes(linear_dtype()) : sh_.e;
     Region region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * e, std::move(gemms)};
-    if (!pattern_matched()) return v_.gather(dag_, region);
+    region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
+    if (!pattern_matched()) {
+      if (v_.micro_pipeline) flatten_before_fused_op(region.name + ".flatten_shard", region.bytes);
+      return v_.gather(dag_, region);
+    }
     // The micro-pipeline pass fuses an all-gather with the matmuls that take the gathered
     // tensor as their left operand (_find_consumer_matmuls); a weight gradient takes it
     // transposed, as its contraction, and MLA's up projections take a latent: they run whole
@@ -226,14 +232,26 @@ class LayerBuilder {
       region.gemms = std::move(after);
       return gather_baseline(dag_, region);
     }
+    flatten_before_fused_op(region.name + ".flatten_shard", region.bytes);
     v_.gather(dag_, region);
-    if (!after.empty()) gather_replicated(dag_, Region{region.name + ".unfused", pg_, linear_dtype(), 0, std::move(after)});
+    if (after.empty()) return;
+    // What the fused op returns is its gathered buffer viewed back into [b, s, h] order: to
+    // feed a weight gradient's GEMM as [b * s, h] rows it is copied (reshape).
+    if (std::ranges::any_of(after, [](const RegionGemm& g) { return g.reads_gathered; }))
+      flatten_before_fused_op(region.name + ".reshape_gathered", static_cast<double>(ranks_.size()) * region.bytes);
+    gather_replicated(dag_, Region{region.name + ".unfused", pg_, linear_dtype(), 0, std::move(after)});
   }
   // A column-parallel linear's weight gradient: on its input gathered again (Megatron-LM's
   // sequence parallelism), or on the gathered input autograd kept from forward (PyTorch TP).
   void weight_gradient(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms) {
     if (!sc_.workload.tp_saves_gathered_input) return gather(name, shard_elems, std::move(gemms), Weights::none);
     cast_operands(name, gemms, Weights::none);
+    // The input kept is the one the forward's fused all-gather returned: a strided view when
+    // its shards held several sequences, which the weight gradient's GEMM reads reshaped.
+    if (v_.micro_pipeline) {
+      const double e = gathers_in_linear_dtype() ? dtype_bytes(linear_dtype()) : sh_.e;
+      flatten_before_fused_op(prefix_ + name + ".reshape_gathered", static_cast<double>(shard_elems) * e * static_cast<double>(ranks_.size()));
+    }
     gather_replicated(dag_, Region{prefix_ + name, pg_, linear_dtype(), 0, std::move(gemms)});
   }
   // `matmuls`: how many matmuls' products the reduce-scatter sums (a column-parallel input
@@ -244,10 +262,31 @@ class LayerBuilder {
     cast_operands(name, gemms, w);
     if (matmuls == 0) matmuls = static_cast<int>(gemms.size());
     Region region{prefix_ + name, pg_, linear_dtype(), chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction};
+    region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     // The micro-pipeline pass fuses a reduce-scatter only with the one matmul that produces
     // its input (_find_producer_matmul); a sum of matmuls' products stays NCCL's.
     if (pattern_matched() && matmuls > 1) return scatter_baseline(dag_, region);
+    if (v_.micro_pipeline) {
+      // The fused op moves the scattered dimension to the front of the matmul's input and
+      // flattens it into rows (_fused_matmul_reduce_scatter_impl).
+      const GemmShape& a = region.gemms.front().whole;
+      flatten_before_fused_op(region.name + ".flatten_input", static_cast<double>(a.m) * static_cast<double>(a.k) * dtype_bytes(linear_dtype()));
+    }
     v_.scatter(dag_, region);
+  }
+  // torchtitan's activations are [b, s, h], and sequence parallelism shards s (DTensor's
+  // Shard(1)); Megatron-LM's are [s, b, h], sharded along their first dimension.
+  // PyTorch's functional collectives gather and scatter along the first dimension, so with
+  // batch-first activations every NCCL all-gather and reduce-scatter of the layer copies its
+  // tensor into place (Region::copy_into_place; since pytorch/pytorch PR 169404, Dec 2025, an
+  // all-gather of one sequence is a view instead, which is not modelled).
+  bool dtensor_layout() const { return sc_.workload.batch_first && v_.functional_collectives && ranks_.size() > 1; }
+  // PyTorch's fused async-TP ops move the sharded dimension to the front
+  // (_fused_all_gather_matmul_impl: A_shard.movedim(gather_dim, 0).flatten(0, -2)): a view
+  // while the shard holds one sequence, a copy of `bytes` when it holds several.
+  void flatten_before_fused_op(const std::string& name, double bytes) {
+    if (!dtensor_layout() || sh_.t <= sh_.s) return;
+    for (int r : ranks_) dag_.add(r, kCompute, name, ElementwiseOp{bytes, bytes});
   }
   // torch.compile's micro-pipeline TP pass (torch/_inductor/fx_passes/micro_pipeline_tp.py)
   // decides which of the layer's collectives PyTorch's async TP decomposes.

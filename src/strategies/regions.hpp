@@ -44,6 +44,12 @@ struct Region {
                       // all-reduce: the whole output every rank sums; all-to-all: one rank's input rows
   std::vector<RegionGemm> gemms;
   ReductionKernel reduction = ReductionKernel::aten_sum;  // what a decomposed reduce-scatter ends with
+  // PyTorch's functional collectives on a tensor sharded along its second dimension
+  // (torch/distributed/_functional_collectives.py, all_gather_tensor and
+  // reduce_scatter_tensor with gather_dim / scatter_dim 1): NCCL gathers the shards one
+  // after another along the first, so chunk + cat copies the gathered tensor into place after
+  // an all-gather, and the input into rank order before a reduce-scatter.
+  bool copy_into_place = false;
 };
 
 using RegionBuilder = void (*)(Dag&, const Region&);
@@ -57,6 +63,10 @@ struct VariantBuilders {
   // (PyTorch's symmetric-memory async TP): in a layer it applies only where the pass's
   // patterns match (strategies/layer.cpp), unless the scenario asks for every region.
   bool micro_pipeline = false;
+  // Whether its NCCL collectives are PyTorch's functional collectives (the baseline as DTensor
+  // TP runs it; async TP where the pass leaves a collective to NCCL), which lay a tensor
+  // sharded along another dimension than its first out themselves (Region::copy_into_place).
+  bool functional_collectives = false;
 };
 
 // The compute and communication streams every builder uses.

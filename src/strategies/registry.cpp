@@ -30,9 +30,9 @@ struct Variant {
 
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> table = {
-      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline, all_to_all_baseline}, false, true},
-      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr, true}, true, true},
-      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr, true}, true, true},
+      {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline, all_to_all_baseline, false, true}, false, true},
+      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr, true, true}, true, true},
+      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr, true, true}, true, true},
       {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr, nullptr}, false},
       {"ring", {gather_ring, scatter_ring, nullptr, nullptr}, false},
       {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr, nullptr}, false},
@@ -135,7 +135,7 @@ void add_layers(Dag& dag, int pg, const Scenario& s, const std::string& variant)
   } else {
     build_layers(dag, s,
                  VariantBuilders{v->builders.gather, v->builders.scatter ? v->builders.scatter : scatter_baseline, nullptr, nullptr,
-                                 v->builders.micro_pipeline},
+                                 v->builders.micro_pipeline, v->builders.functional_collectives},
                  pg);
   }
 }

@@ -74,7 +74,7 @@ std::vector<std::string> sweepable_fields() {
           "workload.local_batch", "workload.mesh", "workload.mesh.dp", "workload.mesh.fsdp", "workload.mesh.tp", "workload.mesh.pp", "workload.mesh.cp", "workload.cp_method", "workload.mesh.ep", "workload.expert_load_skew", "workload.expert_load", "workload.moe_dispatch_chunks", "workload.moe_all_to_all", "workload.moe_node_limit", "workload.moe_dispatch_dtype", "workload.expert_gemm",
           "workload.mesh_order", "workload.activation_checkpoint", "workload.pp_schedule", "workload.microbatches",
           "workload.virtual_stages", "workload.linear_dtype", "workload.compile", "workload.grad_reduce_dtype",
-          "workload.attention", "workload.attention_dropout", "workload.pp_p2p", "workload.pp_runtime", "workload.sequence_parallel", "workload.tp_weight_grad_input",
+          "workload.attention", "workload.attention_dropout", "workload.pp_p2p", "workload.pp_runtime", "workload.sequence_parallel", "workload.tp_weight_grad_input", "workload.activation_layout",
           "workload.fsdp_fp8_all_gather", "workload.fsdp_fp8_precompute_scale", "workload.tp_fp8_all_gather",
           "workload.pp_first_stage_less_layers", "workload.pp_last_stage_less_layers",
           "workload.model.layers", "workload.model.vocab", "workload.cross_entropy", "workload.loss_parallel", "workload.loss_chunks", "workload.elementwise", "workload.norm", "workload.optimizer",

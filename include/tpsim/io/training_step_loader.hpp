@@ -19,6 +19,9 @@ AttentionChoice parse_attention_choice(const ObjectReader& w);
 void check_attention_hardware(const AttentionChoice& a, const HardwareSpec& hw);
 // "tp_weight_grad_input": "regather" (false, Megatron-LM) or "saved" (true, PyTorch TP).
 bool parse_tp_weight_grad_input(const ObjectReader& w);
+// "activation_layout": "sequence_first" (false, Megatron-LM's [s, b, h]) or "batch_first"
+// (true, torchtitan's [b, s, h] sharded along the sequence by DTensor).
+bool parse_activation_layout(const ObjectReader& w);
 // What the hardware must describe for this mesh: memory capacity, and a cluster
 // network when the mesh spans nodes. Returns notes worth a line to the user.
 std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, std::int64_t gpus, const HardwareSpec& hw);

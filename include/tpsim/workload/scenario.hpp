@@ -47,6 +47,11 @@ struct Workload {
   // parallelism: its input gathered again (Megatron-LM), or the gathered input autograd
   // saved in forward (PyTorch's DTensor TP and async TP), with no all-gather.
   bool tp_saves_gathered_input = false;
+  // Activations laid out [batch, sequence, hidden] with sequence parallelism sharding the
+  // sequence, their second dimension (torchtitan's DTensor Shard(1)), rather than
+  // [sequence, batch, hidden] (Megatron-LM): PyTorch's functional collectives then copy
+  // the tensor into place around each all-gather and reduce-scatter (strategies/layer.cpp).
+  bool batch_first = false;
   AttentionChoice attention;
   TrainingStepSpec step;  // training_step only
   std::int64_t n_total() const {

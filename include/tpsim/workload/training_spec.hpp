@@ -131,6 +131,7 @@ struct TrainingStepSpec {
   int loss_chunks = 1;
   bool sequence_parallel = true;          // TP with sequence parallelism (else all-reduces, replicated norms)
   bool tp_saves_gathered_input = false;   // tp_weight_grad_input "saved" (PyTorch) or "regather" (Megatron-LM)
+  bool batch_first = false;               // activation_layout "batch_first" (torchtitan) or "sequence_first" (Megatron-LM)
   AttentionChoice attention;
   bool pipeline_settings_ignored = false; // microbatches or a schedule given without a pipeline
   CpMethod cp_method = CpMethod::allgather;

@@ -1,0 +1,115 @@
+// Batch-first activations ([b, s, h], torchtitan) against sequence-first ones ([s, b, h],
+// Megatron-LM): PyTorch's functional collectives gather and scatter along the first
+// dimension, so a tensor sharded along its second is copied into place around each NCCL
+// all-gather and reduce-scatter, and PyTorch's fused async-TP ops flatten it into rows.
+#include "support/catch.hpp"
+
+#include <fmt/format.h>
+
+#include "support/simulate.hpp"
+#include "tpsim/strategies/registry.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+
+constexpr double kGpus = 8, kHidden = 8192, kBytes = 2;
+
+std::string layer(const std::string& layout, std::int64_t tokens, const std::string& pass = "forward_backward") {
+  return fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {{"op": "transformer_layer", "model": "llama3_70b", "tokens": {}, "seq_len": 8192, "pass": "{}",
+                   "tp_weight_grad_input": "saved", "activation_layout": "{}"}},
+      "variants": ["baseline", "async_tp", "ring"]}})",
+                     tokens, pass, layout);
+}
+
+struct Copies {
+  int count = 0;
+  double bytes = 0;  // read by them (each writes as much)
+};
+
+// Rank 0's ops whose name ends with `suffix`, and what they read.
+Copies ops_ending(const Dag& dag, const std::string& suffix) {
+  Copies c;
+  for (OpId id : dag.program(0)) {
+    const Op& op = dag.op(id);
+    if (!op.name.ends_with(suffix)) continue;
+    ++c.count;
+    c.bytes += std::get<ElementwiseOp>(op.payload).bytes_read;
+  }
+  return c;
+}
+
+// Rank 0's NCCL collectives of `kind` and the bytes of their whole buffers.
+Copies collectives(const Dag& dag, CollectiveKind kind) {
+  Copies c;
+  for (OpId id : dag.program(0))
+    if (const auto* op = std::get_if<CollectiveOp>(&dag.op(id).payload); op && op->kind == kind) ++c.count, c.bytes += op->buffer_bytes;
+  return c;
+}
+
+Dag layer_dag(const std::string& layout, std::int64_t tokens, const std::string& variant) {
+  return build_layer_dag(parse_scenario(Json::parse(layer(layout, tokens)), ""), variant);
+}
+
+}  // namespace
+
+TEST_CASE("Batch-first activations copy every NCCL all-gather's output and reduce-scatter's input into place", "[strategies][tp]") {
+  const Dag dag = layer_dag("batch_first", 8192, "baseline");
+  const Copies gathers = collectives(dag, CollectiveKind::all_gather), scatters = collectives(dag, CollectiveKind::reduce_scatter);
+  const Copies cats = ops_ending(dag, ".cat"), chunk_cats = ops_ending(dag, ".chunk_cat");
+  // Forward: QKV's and w1/w3's inputs; backward: the output gradients of the out projection and w2.
+  CHECK(gathers.count == 4);
+  CHECK(scatters.count == 4);
+  // One copy a collective, of exactly its whole buffer: what NCCL gathered, or what it will scatter.
+  CHECK(cats.count == gathers.count);
+  CHECK(cats.bytes == Approx(gathers.bytes).epsilon(1e-12));
+  CHECK(chunk_cats.count == scatters.count);
+  CHECK(chunk_cats.bytes == Approx(scatters.bytes).epsilon(1e-12));
+  CHECK(cats.bytes == Approx(4 * 8192 * kHidden * kBytes).epsilon(1e-12));
+  // Sequence-first: the same collectives, no copy.
+  const Dag megatron = layer_dag("sequence_first", 8192, "baseline");
+  CHECK(collectives(megatron, CollectiveKind::all_gather).count == 4);
+  CHECK(ops_ending(megatron, ".cat").count == 0);
+  CHECK(ops_ending(megatron, ".chunk_cat").count == 0);
+}
+
+TEST_CASE("PyTorch's fused async-TP ops flatten batch-first tensors only when a shard holds several sequences", "[strategies][tp]") {
+  // One sequence: movedim and flatten are views. The reduce-scatters async TP leaves to NCCL
+  // (QKV's and w1/w3's summed input gradients) still copy their input into place.
+  const Dag one = layer_dag("batch_first", 8192, "async_tp");
+  CHECK(ops_ending(one, ".flatten_shard").count == 0);
+  CHECK(ops_ending(one, ".flatten_input").count == 0);
+  CHECK(ops_ending(one, ".reshape_gathered").count == 0);
+  CHECK(ops_ending(one, ".chunk_cat").count == 2);
+  CHECK(ops_ending(one, ".cat").count == 0);
+  // Two sequences: each fused all-gather flattens its shard first, each fused reduce-scatter
+  // its matmul's input, and the weight gradients read the gathered tensors reshaped.
+  const Dag two = layer_dag("batch_first", 16384, "async_tp");
+  const Copies shards = ops_ending(two, ".flatten_shard"), gathered = ops_ending(two, ".reshape_gathered");
+  CHECK(shards.count == 4);  // QKV's and w1/w3's inputs, the out projection's and w2's output gradients
+  CHECK(shards.bytes == Approx(4 * 16384 / kGpus * kHidden * kBytes).epsilon(1e-12));
+  CHECK(ops_ending(two, ".flatten_input").count == 2);  // the out projection's and w2's inputs
+  // The four weight gradients on gathered tensors: QKV's and w1/w3's kept inputs, and the
+  // out projection's and w2's gathered output gradients; each a whole [T, h].
+  CHECK(gathered.count == 4);
+  CHECK(gathered.bytes == Approx(4 * 16384 * kHidden * kBytes).epsilon(1e-12));
+}
+
+TEST_CASE("The copies cost time as memory-bound kernels do, and only PyTorch's paths pay them", "[strategies][tp]") {
+  const RunResult batch = simulate(layer("batch_first", 16384)), sequence = simulate(layer("sequence_first", 16384));
+  const double copied = 8 * 16384 * kHidden * kBytes * 2;  // eight [T, h] tensors, read and written
+  const double hbm_us = copied / h100().memory.hbm_bytes_per_ps * 1e-6;
+  const double extra = makespan_us(batch, "baseline") - makespan_us(sequence, "baseline");
+  INFO("baseline: " << makespan_us(sequence, "baseline") << " -> " << makespan_us(batch, "baseline") << " us; the copies' bytes alone "
+                    << hbm_us << " us");
+  // On the critical path of one stream, each at least its bytes over the HBM (and less than
+  // twice that: a copy streams at the HBM's rate after its start-up).
+  CHECK(extra >= hbm_us);
+  CHECK(extra < 2 * hbm_us);
+  CHECK(makespan_us(batch, "async_tp") > makespan_us(sequence, "async_tp"));
+  // tpsim's ring decomposition lays its buffers out itself.
+  CHECK(makespan_us(batch, "ring") == makespan_us(sequence, "ring"));
+  CHECK_THAT(scenario_error(layer("batch_major", 8192)), Catch::Contains("$.workload.activation_layout"));
+}
