@@ -110,6 +110,11 @@ OutputLayerCosts simulate_output_layer(const TrainingStepSpec& t, const Hardware
     for (const auto& [k, op] : aten_rmsnorm_kernels(rows * static_cast<double>(h), rows, e, backward)) to.push_back({name + "." + k, op});
   };
   final_norm(fwd, false);
+  // Batch-first activations: PyTorch's functional collectives copy the gathered input into
+  // place, and its gradient into rank order before the reduce-scatter (strategies/layer.cpp).
+  const bool copies_into_place = t.batch_first && tp > 1;
+  const double gathered = static_cast<double>(tokens * h) * e;
+  if (copies_into_place) fwd.push_back({"output.input.cat", ElementwiseOp{gathered, gathered}});
   Tick loss_collectives = 0;
   if (chunks == 1) {
     fwd.push_back({"output", GemmOp{{tokens, v, h, dtype}}});
@@ -145,6 +150,7 @@ OutputLayerCosts simulate_output_layer(const TrainingStepSpec& t, const Hardware
     }
     fwd.push_back({"chunked_loss.grad.to_dtype", aten_convert(td * hd, 4, e)});
   }
+  if (copies_into_place) bwd.push_back({"output.input_grad.chunk_cat", ElementwiseOp{gathered, gathered}});
   final_norm(bwd, true);
   c.forward = kernels_alone(fwd, hw) + gather + loss_collectives;
   c.backward = kernels_alone(bwd, hw) + scatter;

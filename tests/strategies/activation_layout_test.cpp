@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "support/simulate.hpp"
+#include "tpsim/step/output_layer.hpp"
 #include "tpsim/strategies/registry.hpp"
 
 using namespace tpsim;
@@ -112,4 +113,23 @@ TEST_CASE("The copies cost time as memory-bound kernels do, and only PyTorch's p
   // tpsim's ring decomposition lays its buffers out itself.
   CHECK(makespan_us(batch, "ring") == makespan_us(sequence, "ring"));
   CHECK_THAT(scenario_error(layer("batch_major", 8192)), Catch::Contains("$.workload.activation_layout"));
+}
+
+TEST_CASE("Batch-first activations copy the output layer's gathered input and its gradient, and only under TP", "[step][tp]") {
+  const auto output_layer = [](const std::string& mesh, const std::string& layout) {
+    const Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+        "workload": {{"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 2, "mesh": {},
+                     "activation_layout": "{}"}}, "variants": ["baseline"]}})",
+                                                              mesh, layout)),
+                                      "");
+    return simulate_output_layer(s.workload.step, s.hardware, s.dtype);
+  };
+  const OutputLayerCosts megatron = output_layer(R"({"tp": 8})", "sequence_first"), titan = output_layer(R"({"tp": 8})", "batch_first");
+  // One copy of the gathered [T, 4096] input each way: at least its bytes over the HBM, read and written.
+  const double copy_us = 2 * 16384 * 4096 * kBytes / h100().memory.hbm_bytes_per_ps * 1e-6;
+  CHECK(to_us(titan.forward - megatron.forward) >= copy_us);
+  CHECK(to_us(titan.forward - megatron.forward) < 2 * copy_us);
+  CHECK(to_us(titan.backward - megatron.backward) >= copy_us);
+  // Without TP nothing is gathered.
+  CHECK(output_layer(R"({"fsdp": 8})", "batch_first").forward == output_layer(R"({"fsdp": 8})", "sequence_first").forward);
 }
