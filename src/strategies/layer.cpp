@@ -214,7 +214,7 @@ class LayerBuilder {
     Region region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * e, std::move(gemms)};
     region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     if (!pattern_matched()) {
-      if (v_.micro_pipeline) flatten_before_fused_op(region.name + ".flatten_shard", region.bytes);
+      if (v_.micro_pipeline) fused_op_layout_copy(region.name + ".flatten_shard", region.bytes);
       return v_.gather(dag_, region);
     }
     // The micro-pipeline pass fuses an all-gather with the matmuls that take the gathered
@@ -232,13 +232,13 @@ class LayerBuilder {
       region.gemms = std::move(after);
       return gather_baseline(dag_, region);
     }
-    flatten_before_fused_op(region.name + ".flatten_shard", region.bytes);
+    fused_op_layout_copy(region.name + ".flatten_shard", region.bytes);
     v_.gather(dag_, region);
     if (after.empty()) return;
     // What the fused op returns is its gathered buffer viewed back into [b, s, h] order: to
     // feed a weight gradient's GEMM as [b * s, h] rows it is copied (reshape).
     if (std::ranges::any_of(after, [](const RegionGemm& g) { return g.reads_gathered; }))
-      flatten_before_fused_op(region.name + ".reshape_gathered", static_cast<double>(ranks_.size()) * region.bytes);
+      fused_op_layout_copy(region.name + ".reshape_gathered", static_cast<double>(ranks_.size()) * region.bytes);
     gather_replicated(dag_, Region{region.name + ".unfused", pg_, linear_dtype(), 0, std::move(after)});
   }
   // A column-parallel linear's weight gradient: on its input gathered again (Megatron-LM's
@@ -250,7 +250,7 @@ class LayerBuilder {
     // its shards held several sequences, which the weight gradient's GEMM reads reshaped.
     if (v_.micro_pipeline) {
       const double e = gathers_in_linear_dtype() ? dtype_bytes(linear_dtype()) : sh_.e;
-      flatten_before_fused_op(prefix_ + name + ".reshape_gathered", static_cast<double>(shard_elems) * e * static_cast<double>(ranks_.size()));
+      fused_op_layout_copy(prefix_ + name + ".reshape_gathered", static_cast<double>(shard_elems) * e * static_cast<double>(ranks_.size()));
     }
     gather_replicated(dag_, Region{prefix_ + name, pg_, linear_dtype(), 0, std::move(gemms)});
   }
@@ -270,7 +270,7 @@ class LayerBuilder {
       // The fused op moves the scattered dimension to the front of the matmul's input and
       // flattens it into rows (_fused_matmul_reduce_scatter_impl).
       const GemmShape& a = region.gemms.front().whole;
-      flatten_before_fused_op(region.name + ".flatten_input", static_cast<double>(a.m) * static_cast<double>(a.k) * dtype_bytes(linear_dtype()));
+      fused_op_layout_copy(region.name + ".flatten_input", static_cast<double>(a.m) * static_cast<double>(a.k) * dtype_bytes(linear_dtype()));
     }
     v_.scatter(dag_, region);
   }
@@ -284,7 +284,7 @@ class LayerBuilder {
   // PyTorch's fused async-TP ops move the sharded dimension to the front
   // (_fused_all_gather_matmul_impl: A_shard.movedim(gather_dim, 0).flatten(0, -2)): a view
   // while the shard holds one sequence, a copy of `bytes` when it holds several.
-  void flatten_before_fused_op(const std::string& name, double bytes) {
+  void fused_op_layout_copy(const std::string& name, double bytes) {
     if (!dtensor_layout() || sh_.t <= sh_.s) return;
     for (int r : ranks_) dag_.add(r, kCompute, name, ElementwiseOp{bytes, bytes});
   }
