@@ -454,6 +454,8 @@ std::vector<std::string> check_training_hardware(const TrainingStepSpec& step, s
                           "pipeline; the local batch runs as one pass");
   if (step.fsdp_fp8_all_gather != Fp8AllGather::off && step.shard_ranks() == 1) notes.push_back("no FSDP (fsdp x cp x ep is 1): fsdp_fp8_all_gather has no all-gather to apply to");
   if (step.cp_method_ignored) notes.push_back("cp is 1: cp_method applies to context parallelism and is not used");
+  if (step.batch_first && (step.mesh.size(MeshDim::tp) == 1 || !step.sequence_parallel))
+    notes.push_back("activation_layout applies to sequence-parallel TP's all-gathers and reduce-scatters; this mesh has none");
   notes.push_back(fmt::format("{} GPUs on {}: {} node(s) of {}; simulated: one rank per pipeline stage (the mesh is symmetric)", gpus,
                               hw.name, nodes, per_node));
   return notes;

@@ -4,9 +4,12 @@
 // all-gather and reduce-scatter, and PyTorch's fused async-TP ops flatten it into rows.
 #include "support/catch.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "support/simulate.hpp"
+#include "tpsim/io/training_step_loader.hpp"
 #include "tpsim/step/output_layer.hpp"
 #include "tpsim/strategies/registry.hpp"
 
@@ -132,4 +135,18 @@ TEST_CASE("Batch-first activations copy the output layer's gathered input and it
   CHECK(to_us(titan.backward - megatron.backward) >= copy_us);
   // Without TP nothing is gathered.
   CHECK(output_layer(R"({"fsdp": 8})", "batch_first").forward == output_layer(R"({"fsdp": 8})", "sequence_first").forward);
+}
+
+TEST_CASE("A batch-first layout on a mesh without sequence-parallel TP is noted as unused", "[step][tp]") {
+  const auto notes_for = [](const std::string& mesh) {
+    const Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+        "workload": {{"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 2, "mesh": {},
+                     "activation_layout": "batch_first"}}, "variants": ["baseline"]}})",
+                                                              mesh)),
+                                      "");
+    const std::vector<std::string> notes = check_training_hardware(s.workload.step, s.gpus, s.hardware);
+    return std::ranges::any_of(notes, [](const std::string& n) { return n.starts_with("activation_layout applies"); });
+  };
+  CHECK(notes_for(R"({"fsdp": 8})"));
+  CHECK_FALSE(notes_for(R"({"tp": 8})"));
 }
