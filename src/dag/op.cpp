@@ -11,7 +11,7 @@ std::string_view op_kind_name(const Op& op) {
                                [](const SendRecvOp&) { return "sendrecv"; },
                                [](const FusedRingGemmOp&) { return "fused_gemm"; },
                                [](const AttentionOp&) { return "attention"; },
-                               [](const ElementwiseOp&) { return "elementwise"; },
+                               [](const ElementwiseOp& e) { return e.layout_copy ? "layout_copy" : "elementwise"; },
                                [](const ReduceOp&) { return "reduction"; },
                                [](const RecordOp&) { return "record"; }, [](const WaitOp&) { return "wait"; }},
                     op.payload);

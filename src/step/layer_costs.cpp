@@ -112,7 +112,8 @@ PassCost per_layer(const Scenario& s, const std::string& variant, Pass pass, con
   // Named for the step: the layer's communication on its critical path is its TP group's.
   for (const auto& [kind, ps] : scaled_to(one.critical_path.by_kind, c.time)) {
     static const std::map<std::string, std::string> tp_kinds = {
-        {"collective", "tp collectives"}, {"copy", "tp copies"}, {"sendrecv", "tp send/recv"}, {"barrier", "tp barriers"}};
+        {"collective", "tp collectives"}, {"copy", "tp copies"}, {"sendrecv", "tp send/recv"}, {"barrier", "tp barriers"},
+        {"layout_copy", "tp layout copies"}};
     const auto it = tp_kinds.find(kind);
     c.kinds[it == tp_kinds.end() ? kind : it->second] += ps;
   }

@@ -9,7 +9,7 @@ void gather_baseline(Dag& dag, const Region& r) {
   const int group = dag.new_group(r.pg);
   for (int rank : pg.ranks) {
     dag.add(rank, kCompute, r.name + ".all_gather", CollectiveOp{CollectiveKind::all_gather, pg.size() * r.bytes, group});
-    if (r.copy_into_place) dag.add(rank, kCompute, r.name + ".cat", ElementwiseOp{pg.size() * r.bytes, pg.size() * r.bytes});
+    if (r.copy_into_place) dag.add(rank, kCompute, r.name + ".cat", layout_copy(pg.size() * r.bytes));
     add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
   }
 }
@@ -19,7 +19,7 @@ void scatter_baseline(Dag& dag, const Region& r) {
   const int group = dag.new_group(r.pg);
   for (int rank : pg.ranks) {
     add_gemms(dag, r, rank, kCompute, true, r.name + ".matmul");
-    if (r.copy_into_place) dag.add(rank, kCompute, r.name + ".chunk_cat", ElementwiseOp{pg.size() * r.bytes, pg.size() * r.bytes});
+    if (r.copy_into_place) dag.add(rank, kCompute, r.name + ".chunk_cat", layout_copy(pg.size() * r.bytes));
     dag.add(rank, kCompute, r.name + ".reduce_scatter", CollectiveOp{CollectiveKind::reduce_scatter, pg.size() * r.bytes, group});
   }
 }

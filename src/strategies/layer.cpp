@@ -286,7 +286,7 @@ class LayerBuilder {
   // while the shard holds one sequence, a copy of `bytes` when it holds several.
   void fused_op_layout_copy(const std::string& name, double bytes) {
     if (!dtensor_layout() || sh_.t <= sh_.s) return;
-    for (int r : ranks_) dag_.add(r, kCompute, name, ElementwiseOp{bytes, bytes});
+    for (int r : ranks_) dag_.add(r, kCompute, name, layout_copy(bytes));
   }
   // torch.compile's micro-pipeline TP pass (torch/_inductor/fx_passes/micro_pipeline_tp.py)
   // decides which of the layer's collectives PyTorch's async TP decomposes.

@@ -75,6 +75,13 @@ constexpr int kComm = 1;
 
 inline int wrap(int r, int g) { return ((r % g) + g) % g; }
 
+// A copy of `bytes` that only lays a tensor out for the next op.
+inline ElementwiseOp layout_copy(double bytes) {
+  ElementwiseOp op{bytes, bytes};
+  op.layout_copy = true;
+  return op;
+}
+
 // Appends the region's GEMMs (whole or per-shard) on one rank and stream.
 void add_gemms(Dag& dag, const Region& region, int rank, int stream, bool whole, const std::string& label);
 

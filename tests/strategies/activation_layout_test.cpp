@@ -150,3 +150,20 @@ TEST_CASE("A batch-first layout on a mesh without sequence-parallel TP is noted 
   CHECK(notes_for(R"({"fsdp": 8})"));
   CHECK_FALSE(notes_for(R"({"tp": 8})"));
 }
+
+TEST_CASE("Layout copies are their own kind on the critical path, timed as copies of the same bytes", "[strategies][tp]") {
+  const Dag dag = layer_dag("batch_first", 8192, "baseline");
+  int layout = 0;
+  for (OpId id : dag.program(0)) {
+    const Op& op = dag.op(id);
+    const bool copy = op.name.ends_with(".cat") || op.name.ends_with(".chunk_cat");
+    CHECK(copy == (op_kind_name(op) == "layout_copy"));
+    layout += copy;
+  }
+  CHECK(layout == 8);
+  ElementwiseOp plain{64.0 * 1024 * 1024, 64.0 * 1024 * 1024}, marked = plain;
+  marked.layout_copy = true;
+  CHECK(kernel_alone_us(marked) == kernel_alone_us(plain));
+  const RunResult r = simulate(layer("batch_first", 16384));
+  CHECK(r.runs.front().metrics.critical_path.by_kind.contains("layout_copy"));
+}
