@@ -10,6 +10,7 @@
 
 #include "support/simulate.hpp"
 #include "tpsim/io/training_step_loader.hpp"
+#include "tpsim/step/op_checkpoint.hpp"
 #include "tpsim/step/output_layer.hpp"
 #include "tpsim/strategies/registry.hpp"
 
@@ -166,4 +167,21 @@ TEST_CASE("Layout copies are their own kind on the critical path, timed as copie
   CHECK(kernel_alone_us(marked) == kernel_alone_us(plain));
   const RunResult r = simulate(layer("batch_first", 16384));
   CHECK(r.runs.front().metrics.critical_path.by_kind.contains("layout_copy"));
+}
+
+TEST_CASE("Per-op checkpointing's rerun all-gathers copy into place as the forward's do", "[step][tp]") {
+  const auto recompute = [](const std::string& layout) {
+    const Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+        "workload": {{"op": "training_step", "model": "llama3_8b", "seq_len": 8192, "local_batch": 2, "mesh": {{"tp": 8}},
+                     "activation_checkpoint": "selective_op", "compile": true, "activation_layout": "{}"}}, "variants": ["baseline"]}})",
+                                                              layout)),
+                                      "");
+    return op_checkpoint_recompute(s.workload.step, s.hardware, s.dtype, false);
+  };
+  // NCCL's all-gathers of the attention's and the FFN's inputs, each followed by a copy of the
+  // gathered [T, h]: at least those bytes over the HBM, read and written.
+  const double copies_us = 2 * 2 * 16384 * 4096 * kBytes / h100().memory.hbm_bytes_per_ps * 1e-6;
+  const double extra = to_us(recompute("batch_first") - recompute("sequence_first"));
+  CHECK(extra >= copies_us);
+  CHECK(extra < 2 * copies_us);
 }
