@@ -178,13 +178,12 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     // Batch-first activations (strategies/layer.cpp): NCCL's all-gather is followed by a copy of
     // the gathered tensor into place; a fused one flattens its shard first when it holds several
     // sequences.
-    const bool several_sequences = tokens > t.seq_len / t.mesh.size(MeshDim::cp);
     std::vector<std::pair<std::string, OpPayload>> layout;
     for (const char* input : {"attention.input", "ffn.input"}) {
       const auto it = fused_outs.find(input);
       if (it != fused_outs.end()) {
         time += fused_gather(tokens, t.model.hidden, it->second, fp8_gather ? Dtype::fp8 : dtype);
-        if (t.batch_first && several_sequences) layout.emplace_back("recompute.flatten_shard", ElementwiseOp{rows * h * gathered, rows * h * gathered});
+        if (t.batch_first && t.microbatch_sequences() > 1) layout.emplace_back("recompute.flatten_shard", ElementwiseOp{rows * h * gathered, rows * h * gathered});
       } else {
         time += group_collective_cost(GroupOp::all_gather, all_tokens * h * gathered, g, hw).time;
         if (t.batch_first) layout.emplace_back("recompute.cat", ElementwiseOp{all_tokens * h * gathered, all_tokens * h * gathered});

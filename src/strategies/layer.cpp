@@ -210,8 +210,7 @@ class LayerBuilder {
       for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".amax_all_reduce", CollectiveOp{CollectiveKind::all_reduce, 4, group});
     }
     cast_operands(name, gemms, w, fp8 ? static_cast<double>(shard_elems) : -1);
-    const double e = fp8 ? dtype_bytes(linear_dtype()) : sh_.e;
-    Region region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * e, std::move(gemms)};
+    Region region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * gathered_element_bytes(), std::move(gemms)};
     region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     if (!pattern_matched()) {
       if (v_.micro_pipeline) fused_op_layout_copy(region.name + ".flatten_shard", region.bytes);
@@ -248,10 +247,9 @@ class LayerBuilder {
     cast_operands(name, gemms, Weights::none);
     // The input kept is the one the forward's fused all-gather returned: a strided view when
     // its shards held several sequences, which the weight gradient's GEMM reads reshaped.
-    if (v_.micro_pipeline) {
-      const double e = gathers_in_linear_dtype() ? dtype_bytes(linear_dtype()) : sh_.e;
-      fused_op_layout_copy(prefix_ + name + ".reshape_gathered", static_cast<double>(shard_elems) * e * static_cast<double>(ranks_.size()));
-    }
+    if (v_.micro_pipeline)
+      fused_op_layout_copy(prefix_ + name + ".reshape_gathered",
+                           static_cast<double>(shard_elems) * gathered_element_bytes() * static_cast<double>(ranks_.size()));
     gather_replicated(dag_, Region{prefix_ + name, pg_, linear_dtype(), 0, std::move(gemms)});
   }
   // `matmuls`: how many matmuls' products the reduce-scatter sums (a column-parallel input
@@ -299,6 +297,8 @@ class LayerBuilder {
   bool gathers_in_linear_dtype() const {
     return sc_.workload.tp_gathers_in_linear_dtype && linear_dtype() != sc_.dtype && sc_.workload.sequence_parallel && ranks_.size() > 1;
   }
+  // Bytes per element of what an all-gather moves (and what it leaves gathered).
+  double gathered_element_bytes() const { return gathers_in_linear_dtype() ? dtype_bytes(linear_dtype()) : sh_.e; }
   // Linears in a narrower dtype than the activations (fp8 training, torchao dynamic
   // scaling): each GEMM operand is scaled by its absolute maximum and cast before the
   // GEMM: the shared input once, each weight (or gradient) once, but no weight that FSDP's
