@@ -53,11 +53,16 @@ def timed(torch, stream, fn, repeats):
 
 
 def engine_of(torch, fn):
-    """Whether the profiler saw fn() as a copy engine's memcpy ("Memcpy HtoD ...") or as a kernel."""
+    """What the profiler saw fn() run as: a host copy's memcpy ("Memcpy HtoD ...", a copy engine), a
+    same-device memcpy ("Memcpy DtoD": the profiler does not say what runs it; beside a GEMM it
+    behaves as a kernel waiting for SMs), or a kernel."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return "copy engine" if any(e.name.startswith("Memcpy") for e in prof.events()) else "kernel"
+    names = [e.name for e in prof.events()]
+    if any(n.startswith("Memcpy DtoD") for n in names):
+        return "memcpy DtoD"
+    return "copy engine" if any(n.startswith("Memcpy") for n in names) else "kernel"
 
 
 def main():

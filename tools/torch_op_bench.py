@@ -108,8 +108,9 @@ class Bench:
             op()
         return fn
 
-    def kernels(self, fn, repeat):
-        """The CUDA kernels and memcpys `repeat` calls of fn ran: (name, start us, end us), by start."""
+    def kernels(self, fn, repeat, grids=False):
+        """The CUDA kernels and memcpys `repeat` calls of fn ran: (name, start us, end us), by start;
+        with grids=True each also carries its launch grid ([x, y, z], None for a memcpy)."""
         torch = self.torch
         # Warm up for --settle seconds of back-to-back calls at least: under load an H100's
         # clock falls to what its power limit allows within milliseconds, and a training
@@ -138,7 +139,8 @@ class Bench:
         out = []
         for e in trace.get("traceEvents", []):
             if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-                out.append((e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+                k = (e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+                out.append(k + (e.get("args", {}).get("grid"),) if grids else k)
         out.sort(key=lambda x: x[1])
         return out
 
@@ -148,7 +150,11 @@ class Bench:
         Calls run one after another on the GPU; each call's kernels are summed (a split-K
         GEMM's reduction kernel counts), or with overlap=True timed first start to last end."""
         repeat = repeat or self.args.repeat
-        ks = self.kernels(fn, repeat)
+        return self.summarise(self.kernels(fn, repeat), repeat, keep, overlap)
+
+    @staticmethod
+    def summarise(ks, repeat, keep=None, overlap=False):
+        """per_call's answer from kernels already recorded for `repeat` calls."""
         if keep:
             ks = [k for k in ks if keep(k[0])]
         if not ks:
@@ -168,9 +174,11 @@ class Bench:
         longest = max(ks[:per], key=lambda k: k[2] - k[1])[0]
         return statistics.median(times), longest, per
 
-    def add(self, row, fn, **kw):
+    def add(self, row, fn, recorded=None, **kw):
+        """Time fn as a row; with `recorded` (kernels of args.repeat calls) fn is not run again."""
         try:
-            us, kernel, per = self.per_call(fn, **kw)
+            us, kernel, per = (self.summarise(recorded, self.args.repeat, **kw) if recorded is not None
+                               else self.per_call(fn, **kw))
         except Exception as e:  # one bad shape must not lose the others
             self.failed.append({"name": row.get("name", row["kind"]), "error": str(e)[:300]})
             print(f"  FAILED {row.get('name', row['kind'])}: {str(e)[:200]}", flush=True)

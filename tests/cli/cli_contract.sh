@@ -238,5 +238,20 @@ shipped="$(python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1
 if [ -n "$fitted" ] && [ "$fitted" = "$shipped" ] && grep -q "500 W limit holds its tensor cores at 0.844" "$work/err"; then echo "ok power law"
 else echo "FAIL power law: tool $fitted, model $shipped"; cat "$work/err"; fails=$((fails+1)); fi
 
+# The GPU measurement tools: without PyTorch or a GPU, one line, exit 3 and nothing written.
+if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
+  echo "skip GPU tools without a GPU: this machine has one"
+else
+  for tool_args in "torch_op_bench.py --hardware h100_sxm" "torch_memory_bound_bench.py --hardware h100_sxm" \
+      "torch_tp_one_rank_bench.py --hardware h100_sxm" "torch_thin_gemm_bench.py --hardware h100_sxm --kernels $work/gpu_tool_kernels.json" \
+      "torch_copy_beside_gemm_bench.py" "torch_gemm_clock_bench.py" "torch_train_step_bench.py"; do
+    read -r -a words <<< "$tool_args"
+    python3 "$root/tools/${words[0]}" -o "$work/gpu_tool.json" "${words[@]:1}" > /dev/null 2> "$work/err"; rc=$?
+    if [ $rc = 3 ] && [ "$(wc -l < "$work/err")" = 1 ] && [ ! -e "$work/gpu_tool.json" ] && [ ! -e "$work/gpu_tool_kernels.json" ]; then
+      echo "ok ${words[0]} without a GPU"
+    else echo "FAIL ${words[0]} without a GPU: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
+  done
+fi
+
 echo "cli contract: $fails failed"
 [ "$fails" = 0 ]
