@@ -181,7 +181,7 @@ TEST_CASE("The shipped h100_sxm predicts held-out weight-streaming GEMMs that cu
   // back to back on one H100, never fitted. Those whose weight (over 64 MB) cannot sit in L2 and
   // that cuBLAS ran as one kernel are the model's own physics: HBM streaming, waves, tiles.
   // Left out: the rows cuBLAS split K on (they read 8% fast: its heuristic splits where the stream
-  // binds, the planner does not; README) and the small weights (20% slow: cluster multicast).
+  // binds, the planner does not; README) and the small weights (20% slow; README).
   std::vector<Measurement> ms;
   for (const auto& m : load_measurements_file(models_dir() + "/measurements/h100_sxm_thin_gemm.json"))
     if (m.gemm.dtype == Dtype::bf16 && 2.0 * static_cast<double>(m.gemm.n * m.gemm.k) > 64e6 && m.kernel.find("splitK") == std::string::npos)

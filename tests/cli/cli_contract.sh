@@ -238,6 +238,10 @@ shipped="$(python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1
 if [ -n "$fitted" ] && [ "$fitted" = "$shipped" ] && grep -q "500 W limit holds its tensor cores at 0.844" "$work/err"; then echo "ok power law"
 else echo "FAIL power law: tool $fitted, model $shipped"; cat "$work/err"; fails=$((fails+1)); fi
 
+fitted="$(python3 "$root/tools/fit_power_exponent.py" "$root/models/measurements/power/h200_gemm_clock_duty.json" | sed -n 's/^exponent: \([0-9.]*\).*/\1/p')"
+shipped="$(python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["power"]["speed_power_exponent"]["value"])' "$root/models/h200.json")"
+if [ -n "$fitted" ] && [ "$fitted" = "$shipped" ]; then echo "ok H200 power law"; else echo "FAIL H200 power law: tool $fitted, model $shipped"; fails=$((fails+1)); fi
+
 # The GPU measurement tools: without PyTorch or a GPU, one line, exit 3 and nothing written.
 if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
   echo "skip GPU tools without a GPU: this machine has one"

@@ -76,3 +76,14 @@ TEST_CASE("The shipped H100s burst to the same clock ceiling whatever their sust
   part.power.burst = true;
   CHECK(part.power.tensor_speed() == h100().power.burst_speed);
 }
+
+TEST_CASE("The shipped H200 bursts by its own clock run, and at its 700 W limit runs at full sustained speed", "[power][hardware]") {
+  // 819.6 us back to back at 1,508 MHz against 707.9 at the 1,980 MHz ceiling with 4 GiB of copies
+  // between calls (power/h200_gemm_clock_duty.json): its own ratio, not the H100's.
+  HardwareSpec h200 = load_hardware_file(models_dir() + "/h200.json");
+  CHECK(h200.power.burst_speed == Approx(819.55 / 707.87).epsilon(0.001));
+  CHECK(h200.power.burst_speed < h100().power.burst_speed);
+  CHECK(h200.power.tensor_speed() == Approx(1.0));
+  h200.power.burst = true;
+  CHECK(h200.power.tensor_speed() == h200.power.burst_speed);
+}
