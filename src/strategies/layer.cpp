@@ -213,7 +213,7 @@ class LayerBuilder {
     Region region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * gathered_element_bytes(), std::move(gemms)};
     region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     if (!pattern_matched()) {
-      if (v_.micro_pipeline) fused_op_layout_copy(region.name + ".flatten_shard", region.bytes);
+      fused_op_layout_copy(region.name + ".flatten_shard", region.bytes);
       return v_.gather(dag_, region);
     }
     // The micro-pipeline pass fuses an all-gather with the matmuls that take the gathered
@@ -247,9 +247,8 @@ class LayerBuilder {
     cast_operands(name, gemms, Weights::none);
     // The input kept is the one the forward's fused all-gather returned: a strided view when
     // its shards held several sequences, which the weight gradient's GEMM reads reshaped.
-    if (v_.micro_pipeline)
-      fused_op_layout_copy(prefix_ + name + ".reshape_gathered",
-                           static_cast<double>(shard_elems) * gathered_element_bytes() * static_cast<double>(ranks_.size()));
+    fused_op_layout_copy(prefix_ + name + ".reshape_gathered",
+                         static_cast<double>(shard_elems) * gathered_element_bytes() * static_cast<double>(ranks_.size()));
     gather_replicated(dag_, Region{prefix_ + name, pg_, linear_dtype(), 0, std::move(gemms)});
   }
   // `matmuls`: how many matmuls' products the reduce-scatter sums (a column-parallel input
@@ -264,12 +263,10 @@ class LayerBuilder {
     // The micro-pipeline pass fuses a reduce-scatter only with the one matmul that produces
     // its input (_find_producer_matmul); a sum of matmuls' products stays NCCL's.
     if (pattern_matched() && matmuls > 1) return scatter_baseline(dag_, region);
-    if (v_.micro_pipeline) {
-      // The fused op moves the scattered dimension to the front of the matmul's input and
-      // flattens it into rows (_fused_matmul_reduce_scatter_impl).
-      const GemmShape& a = region.gemms.front().whole;
-      fused_op_layout_copy(region.name + ".flatten_input", static_cast<double>(a.m) * static_cast<double>(a.k) * dtype_bytes(linear_dtype()));
-    }
+    // The fused op moves the scattered dimension to the front of the matmul's input and
+    // flattens it into rows (_fused_matmul_reduce_scatter_impl).
+    const GemmShape& a = region.gemms.front().whole;
+    fused_op_layout_copy(region.name + ".flatten_input", static_cast<double>(a.m) * static_cast<double>(a.k) * dtype_bytes(linear_dtype()));
     v_.scatter(dag_, region);
   }
   // torchtitan's activations are [b, s, h], and sequence parallelism shards s (DTensor's
@@ -281,9 +278,10 @@ class LayerBuilder {
   bool dtensor_layout() const { return sc_.workload.batch_first && v_.functional_collectives && ranks_.size() > 1; }
   // PyTorch's fused async-TP ops move the sharded dimension to the front
   // (_fused_all_gather_matmul_impl: A_shard.movedim(gather_dim, 0).flatten(0, -2)): a view
-  // while the shard holds one sequence, a copy of `bytes` when it holds several.
+  // while the shard holds one sequence, a copy of `bytes` when it holds several. Only
+  // variants that run the fused ops (micro_pipeline) have them.
   void fused_op_layout_copy(const std::string& name, double bytes) {
-    if (!dtensor_layout() || sh_.t <= sh_.s) return;
+    if (!v_.micro_pipeline || !dtensor_layout() || sh_.t <= sh_.s) return;
     for (int r : ranks_) dag_.add(r, kCompute, name, layout_copy(bytes));
   }
   // torch.compile's micro-pipeline TP pass (torch/_inductor/fx_passes/micro_pipeline_tp.py)
