@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "tpsim/cost/elementwise_cost.hpp"
+#include "tpsim/cost/gemm_library_split.hpp"
 
 namespace tpsim {
 
@@ -102,6 +103,18 @@ GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
     return make_plan(p, grouped->tile_for(p.m, p.n, p.k), 1);
   GemmPlan best;
   Tick best_time = kTickMax;
+  if (library_splits_k(p, hw)) {
+    // The library's own split plan: each tile cut into a wave's worth of slices, ranked as the
+    // library ranks them. Where it does not split, the fastest plan below stands in for its
+    // choice (its clustered small-tile kernels are not modelled one by one).
+    for (const GemmTile& tile : hw.gemm.tiles) {
+      if (!tile.serves(p.dtype)) continue;
+      const GemmPlan plan = make_plan(p, tile, library_split_slices(p, tile, hw));
+      const Tick t = library_rank_time(plan, hw);
+      if (t < best_time) best_time = t, best = plan;
+    }
+    return best;
+  }
   for (const GemmTile& tile : hw.gemm.tiles) {
     if (!tile.serves(p.dtype)) continue;
     for (int split = 1; split <= hw.gemm.max_split_k; ++split) {

@@ -91,6 +91,21 @@ class Quantities {
   const ObjectReader& r_;
 };
 
+// A "dtypes" list as a bit per Dtype.
+unsigned parse_dtype_bits(const ObjectReader& r, const char* key) {
+  const Json& ds = r.array(key);
+  if (ds.empty()) fail_at(r.child_path(key), "must name at least one dtype");
+  unsigned bits = 0;
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", r.child_path(key), i);
+    const std::string name = as_string(ds[i], p);
+    const auto d = parse_dtype(name);
+    if (!d) fail_at(p, fmt::format("unknown dtype \"{}\" (bf16, fp16, fp32 or fp8)", name));
+    bits |= 1u << static_cast<int>(*d);
+  }
+  return bits;
+}
+
 GemmTile parse_tile(const Json& j, const std::string& path) {
   const ObjectReader r(j, path, {"shape", "mainloop_efficiency", "dtypes"});
   const std::string shape = r.string("shape");
@@ -102,18 +117,7 @@ GemmTile parse_tile(const Json& j, const std::string& path) {
     fail_at(r.child_path("shape"), fmt::format("must look like \"128x256x64\", got \"{}\"", shape));
   t.mainloop_efficiency = Quantities(r).get("mainloop_efficiency", "fraction");
   // Without "dtypes" a tile serves every dtype (hardware files written before kernels were told apart).
-  if (r.has("dtypes")) {
-    const Json& ds = r.array("dtypes");
-    if (ds.empty()) fail_at(r.child_path("dtypes"), "must name at least one dtype");
-    t.dtypes = 0;
-    for (std::size_t i = 0; i < ds.size(); ++i) {
-      const std::string p = fmt::format("{}[{}]", r.child_path("dtypes"), i);
-      const std::string name = as_string(ds[i], p);
-      const auto d = parse_dtype(name);
-      if (!d) fail_at(p, fmt::format("unknown dtype \"{}\" (bf16, fp16, fp32 or fp8)", name));
-      t.dtypes |= 1u << static_cast<int>(*d);
-    }
-  }
+  if (r.has("dtypes")) t.dtypes = parse_dtype_bits(r, "dtypes");
   return t;
 }
 
@@ -252,6 +256,22 @@ Json resolve_base(const Json& j, const std::string& dir, int depth) {
 }
 
 // One of PyTorch's grouped GEMM kernels: its tiles are one family (they serve the same dtypes).
+GemmLibrarySplitSpec parse_library_split(const ObjectReader& r) {
+  GemmLibrarySplitSpec rule;
+  rule.dtypes = parse_dtype_bits(r, "dtypes");
+  const std::string tile = r.string("reference_tile");
+  char x = 0;
+  int used = 0;
+  if (std::sscanf(tile.c_str(), "%d%c%d%n", &rule.reference_m, &x, &rule.reference_n, &used) != 3 || x != 'x' ||
+      used != static_cast<int>(tile.size()) || rule.reference_m <= 0 || rule.reference_n <= 0 || rule.reference_m > 4096 ||
+      rule.reference_n > 4096)
+    fail_at(r.child_path("reference_tile"), fmt::format("must look like \"128x128\" (rows x columns, each 1 to 4096), got \"{}\"", tile));
+  const Quantities q(r);
+  rule.depth = q.count("depth", 1 << 24);
+  rule.min_slice = q.count("min_slice", 1 << 24);
+  return rule;
+}
+
 void parse_grouped(const ObjectReader& g, GroupedGemmSpec& out) {
   out.small_tile = parse_tile(g.at("small_tile"), g.child_path("small_tile"));
   out.large_tile = parse_tile(g.at("large_tile"), g.child_path("large_tile"));
@@ -293,7 +313,8 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (peak.has(std::string(dtype_name(d))))
       hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
 
-  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth", "grouped", "scaled_grouped"});
+  const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth", "library_split",
+                                                 "grouped", "scaled_grouped"});
   const Json& tiles = gemm.array("tiles");
   if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
   for (std::size_t i = 0; i < tiles.size(); ++i)
@@ -311,6 +332,8 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.gemm.l2_load_bytes_per_ps_per_sm = gq.get("l2_load_bandwidth", "bandwidth");
   hw.gemm.max_split_k = gq.count("max_split_k", 1024);
   hw.gemm.min_split_k_depth = gq.count("min_split_k_depth");
+  if (gemm.has("library_split"))
+    hw.gemm.library_split = parse_library_split(gemm.object("library_split", {"dtypes", "reference_tile", "depth", "min_slice"}));
   for (const char* key : {"grouped", "scaled_grouped"})
     if (gemm.has(key)) parse_grouped(gemm.object(key, {"small_tile", "large_tile", "small_dimension", "large_problem_tile", "large_problem_dimension"}),
                                      key == std::string("grouped") ? hw.gemm.grouped : hw.gemm.scaled_grouped);

@@ -38,6 +38,12 @@ SoftwareChoices parse_software(const ObjectReader& r) {
     if (clock != "sustained" && clock != "burst") fail_at(r.child_path("clock"), fmt::format("unknown clock \"{}\" (sustained or burst)", clock));
     sw.burst_clock = clock == "burst";
   }
+  if (r.has("gemm_choice")) {
+    const std::string choice = r.string("gemm_choice");
+    if (choice != "library" && choice != "fastest")
+      fail_at(r.child_path("gemm_choice"), fmt::format("unknown GEMM choice \"{}\" (library or fastest)", choice));
+    sw.fastest_gemm = choice == "fastest";
+  }
   return sw;
 }
 
@@ -114,7 +120,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
     s.variants = workload_kind(s.workload).variants(s.workload);
   }
   if (root.has("software"))
-    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet", "async_tp_regions", "clock"}));
+    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet", "async_tp_regions", "clock", "gemm_choice"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));

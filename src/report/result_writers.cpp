@@ -58,7 +58,8 @@ Json result_json(const RunResult& r) {
                    {"nccl_nvls", s.software.nccl_nvls},
                    {"nccl_collnet", s.software.nccl_collnet},
                    {"async_tp_regions", s.software.async_tp_every_region ? "every" : "micro_pipeline"},
-                   {"clock", s.software.burst_clock ? "burst" : "sustained"}};
+                   {"clock", s.software.burst_clock ? "burst" : "sustained"},
+                   {"gemm_choice", s.software.fastest_gemm ? "fastest" : "library"}};
   j["results"] = Json::array();
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;

@@ -176,7 +176,9 @@ void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) 
 }
 
 void Machine::fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req) {
-  const GemmPlan plan = gemm_plans_.plan(f.step);
+  GemmProblem step = f.step;
+  step.by_library = false;  // a custom kernel tiles itself: the library's split rule is not its
+  const GemmPlan plan = gemm_plans_.plan(step);
   const int grid = static_cast<int>(std::min<std::int64_t>(hw_.sm.count, plan.blocks));
   if (tl_.detailed) tl_.details[id] = fmt::format("persistent grid {}, tile {}x{}x{}, {} steps", grid, plan.tile.m, plan.tile.n,
                                    plan.tile.k, f.steps);

@@ -69,7 +69,7 @@ std::vector<std::string> sweepable_fields() {
   return {"name", "hardware", "gpus", "dtype", "variants", "workload.op", "workload.m", "workload.k", "workload.n",
           "workload.model", "workload.tokens", "workload.seq_len", "workload.pass", "workload.layers",
           "workload.model.hidden", "workload.model.ffn_hidden", "workload.model.heads", "workload.model.kv_heads",
-          "workload.model.head_dim", "software.symm_mem_reduction", "software.op_issue", "software.nccl_nvls", "software.nccl_collnet", "software.async_tp_regions", "software.clock",
+          "workload.model.head_dim", "software.symm_mem_reduction", "software.op_issue", "software.nccl_nvls", "software.nccl_collnet", "software.async_tp_regions", "software.clock", "software.gemm_choice",
           // training steps
           "workload.local_batch", "workload.mesh", "workload.mesh.dp", "workload.mesh.fsdp", "workload.mesh.tp", "workload.mesh.pp", "workload.mesh.cp", "workload.cp_method", "workload.mesh.ep", "workload.expert_load_skew", "workload.expert_load", "workload.moe_dispatch_chunks", "workload.moe_all_to_all", "workload.moe_node_limit", "workload.moe_dispatch_dtype", "workload.expert_gemm",
           "workload.mesh_order", "workload.activation_checkpoint", "workload.pp_schedule", "workload.microbatches",

@@ -194,3 +194,22 @@ TEST_CASE("The 650 W HBM2e H100 of PyTorch's symmetric-memory benchmarks lies be
   CHECK(thin650 / thin500 > big650 / big500);
   CHECK_THAT(hardware_list(), Catch::Matchers::Contains("650 W: x0.967"));
 }
+
+TEST_CASE("A hardware file's library split rule is checked: its dtypes, its reference tile, its numbers with sources", "[hardware]") {
+  const Json shipped = shipped_h100_json();
+  Json tile = shipped;
+  tile["gemm"]["library_split"]["reference_tile"] = "128x";
+  CHECK(error_of(tile) == "$.gemm.library_split.reference_tile: must look like \"128x128\" (rows x columns, each 1 to 4096), got \"128x\"");
+  Json dtype = shipped;
+  dtype["gemm"]["library_split"]["dtypes"] = Json::array({"bf17"});
+  CHECK(error_of(dtype) == "$.gemm.library_split.dtypes[0]: unknown dtype \"bf17\" (bf16, fp16, fp32 or fp8)");
+  Json unsourced = shipped;
+  unsourced["gemm"]["library_split"]["depth"]["source"] = "";
+  CHECK(error_of(unsourced) == "$.gemm.library_split.depth.source: must say where the number comes from");
+  Json misspelled = shipped;
+  misspelled["gemm"]["library_split"]["min_slices"] = misspelled["gemm"]["library_split"]["min_slice"];
+  CHECK(error_of(misspelled) == "$.gemm.library_split: unknown key \"min_slices\" (did you mean \"min_slice\"?)");
+  Json fraction = shipped;
+  fraction["gemm"]["library_split"]["min_slice"]["value"] = 2816.5;
+  CHECK(error_of(fraction) == "$.gemm.library_split.min_slice.value: must be a whole number");
+}

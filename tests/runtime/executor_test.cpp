@@ -177,7 +177,8 @@ TEST_CASE("How ops are issued: eager PyTorch makes the host the critical path fo
 TEST_CASE("A persistent fused kernel draws from the same HBM as a kernel beside it: together never more than HBM gives", "[runtime][hbm]") {
   // A fused ring GEMM on half the SMs (a thin step: one 64-row band of tiles, weight-bound)
   // and a memory-bound kernel on another stream of the same GPU.
-  const GemmProblem step{64, 8448, 16384, Dtype::bf16};
+  GemmProblem step{64, 8448, 16384, Dtype::bf16};
+  step.by_library = false;  // as the runtime plans a fused kernel's step
   const GemmPlan plan = plan_gemm(step, h100());
   REQUIRE(plan.blocks < h100().sm.count);  // leaves SMs for the neighbour
   const auto run = [&](bool neighbour) {

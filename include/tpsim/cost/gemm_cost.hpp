@@ -29,6 +29,9 @@ struct GemmProblem {
   // down, as PyTorch's dispatch computes it to pick the tile.
   std::vector<std::int64_t> group_sizes{};
   bool ragged_k = false;
+  // Run by the vendor library (cuBLAS), whose own split-K rule applies where the hardware
+  // describes it (gemm.library_split); false for a custom kernel (a fused ring GEMM's steps).
+  bool by_library = true;
   bool ragged() const { return !group_sizes.empty(); }
   // The ragged dimension summed over the groups (m or k times batch when the groups are equal).
   double ragged_total() const {
@@ -80,10 +83,11 @@ BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw);
 // engines and NVLink traffic draw at that moment).
 Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing, double hbm_bytes_per_ps);
 
-// Picks tile and split-K the way a vendor heuristic does: the candidate with the
-// least estimated time on the whole GPU (it cannot know about SMs another kernel
-// will hold). Ties go to the earlier candidate, then to fewer splits. A grouped problem
-// takes the grouped kernel's fixed tile where the hardware describes one for its dtype.
+// Picks tile and split-K: where the library's measured rule splits K (gemm.library_split),
+// its split plan (gemm_library_split.hpp); otherwise the candidate with the least estimated
+// time on the whole GPU (it cannot know about SMs another kernel will hold). Ties go to the
+// earlier candidate, then to fewer splits. A grouped problem takes the grouped kernel's fixed
+// tile where the hardware describes one for its dtype.
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw);
 
 // The plan's own estimate of kernel time on `sms` free SMs (used for tile choice and reports),

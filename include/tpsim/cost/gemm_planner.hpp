@@ -16,7 +16,7 @@ class GemmPlanner {
   const GemmPlan& plan(const GemmProblem& p);
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, bool, std::vector<std::int64_t>, bool>;
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, bool, std::vector<std::int64_t>, bool, bool>;
   const HardwareSpec& hw_;
   std::map<Key, GemmPlan> plans_;
 };

@@ -55,6 +55,20 @@ struct GroupedGemmSpec {
   }
 };
 
+// cuBLAS's own split-K choice, read from the kernels it ran where that was measured. It splits
+// K when the problem's output has fewer reference tiles than SMs x (1 - depth / K), into as
+// many slices as fill one wave of the candidate tile (each at least min_slice deep), and ranks
+// its candidates by their waves of tile math: it does not see HBM, so the split plans it picks
+// for GEMMs that stream their weight are not the fastest. Absent (no dtypes): every GEMM takes
+// the plan predicted fastest, as an autotuner would.
+struct GemmLibrarySplitSpec {
+  unsigned dtypes = 0;  // bit per Dtype whose choice was measured
+  int reference_m = 128, reference_n = 128;
+  double depth = 0;
+  long long min_slice = 1;
+  bool serves(Dtype d) const { return (dtypes >> static_cast<int>(d)) & 1u; }
+};
+
 struct GemmSpec {
   std::vector<GemmTile> tiles;  // candidate set, in the order the heuristic prefers on ties; each dtype has at least one
   BlockResources block;
@@ -65,6 +79,7 @@ struct GemmSpec {
   double l2_load_bytes_per_ps_per_sm = 0;
   int max_split_k = 1;
   long long min_split_k_depth = 0;  // smallest K slice a split may get
+  GemmLibrarySplitSpec library_split;
   GroupedGemmSpec grouped;          // torch._grouped_mm's kernel; absent: grouped GEMMs are planned as batched ones
   GroupedGemmSpec scaled_grouped;   // torch._scaled_grouped_mm's (fp8); absent likewise
   // The grouped kernel family serving this dtype, or nullptr.

@@ -80,13 +80,18 @@ struct SoftwareChoices {
   // Timed as a short benchmark after idle (tensor cores at the clock ceiling: power.burst_speed)
   // rather than in a sustained loop at the clock the power limit allows.
   bool burst_clock = false;
+  // Every GEMM takes the plan predicted fastest (what an autotuner such as torch.compile's
+  // max-autotune or XLA's would find) instead of the library's own split-K choice where the
+  // hardware describes it (gemm.library_split: cuBLAS's, as eager PyTorch calls it).
+  bool fastest_gemm = false;
 };
 
 // The hardware as the scenario's software runs it: NVLink SHARP off where NCCL may not use it,
 // the switches' reductions on where it may and the cluster has them, the clock ceiling where
-// the run is a burst and the model gives that speed.
+// the run is a burst and the model gives that speed, no library split rule where GEMMs are autotuned.
 inline HardwareSpec run_by(HardwareSpec hw, const SoftwareChoices& sw) {
   if (!sw.nccl_nvls) hw.nccl.nvls = {};
+  if (sw.fastest_gemm) hw.gemm.library_split = {};
   hw.cluster.sharp.enabled = sw.nccl_collnet && hw.cluster.sharp.available();
   hw.power.burst = sw.burst_clock && hw.power.burst_speed > 0;
   return hw;
