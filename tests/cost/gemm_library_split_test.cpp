@@ -107,6 +107,13 @@ TEST_CASE("A scenario that says its GEMMs are autotuned drops the library's rule
   CHECK(result_json(fastest)["software"]["gemm_choice"] == "fastest");
   // Each step's 128-row submatmul streams the 117 MB weight; cuBLAS's split plan streams it slower.
   CHECK(makespan_us(library, "async_tp") > makespan_us(fastest, "async_tp"));
+  // The trace says whose rule split a GEMM.
+  Dag dag(1);
+  const OpId thin = dag.add(0, 0, "thin", GemmOp{{128, 4096, 14336, Dtype::bf16}});
+  const OpId wide = dag.add(0, 0, "wide", GemmOp{{4096, 4096, 14336, Dtype::bf16}});
+  const Timeline tl = execute(dag, h100(), true);
+  CHECK_THAT(tl.detail(thin), Catch::Matchers::Contains("(the library's split rule)"));
+  CHECK_THAT(tl.detail(wide), !Catch::Matchers::Contains("library"));
   CHECK_THAT(scenario_error(base + R"(, "software": {"gemm_choice": "best"}})"),
              Catch::Matchers::Contains("$.software.gemm_choice: unknown GEMM choice \"best\" (library or fastest)"));
 }
