@@ -686,6 +686,29 @@ def host_costs(torch):
     return out
 
 
+def kraken_bench(torch, fn, warmup, iters, sleep_cycles, cache):
+    """meta-pytorch/kraken's benchmark_with_event (kraken/_logging/benchmarking.py at 1cb1314):
+    `warmup` calls, a GPU sleep of `sleep_cycles`, then `iters` x (overwrite `cache`, begin
+    event, call, end event). Returns the median span (us) and the host's issue time per call
+    (us, flush and events included): while the host issues a call faster than the sleep lasts
+    divided by `iters`, every span is GPU time; past that, the later spans time the host."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    begin = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    torch.cuda._sleep(int(sleep_cycles))
+    t0 = time.perf_counter()
+    for i in range(iters):
+        cache.zero_()
+        begin[i].record()
+        fn()
+        end[i].record()
+    host_us = (time.perf_counter() - t0) / iters * 1e6
+    torch.cuda.synchronize()
+    return statistics.median(b.elapsed_time(e) for b, e in zip(begin, end)) * 1000.0, host_us
+
+
 def import_torch_with_cuda(tool):
     """PyTorch, or None after one line on stderr when it or a CUDA GPU is missing (the tool exits 3)."""
     try:

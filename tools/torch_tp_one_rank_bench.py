@@ -21,11 +21,9 @@ Needs PyTorch with CUDA, NCCL and one GPU; exits 3 with one line when there is n
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
-from torch_op_bench import write_measurements  # the op bench beside this file: the same file format
+from torch_op_bench import kraken_bench, write_measurements  # the op bench beside this file
 
 
 def parse_args():
@@ -69,22 +67,8 @@ def main():
     cache = torch.empty(int(256e6 // 4), dtype=torch.int, device="cuda")
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
-    def bench(fn):  # benchmark_with_event, as kraken 1cb1314 has it
-        for _ in range(args.warmup):
-            fn()
-        torch.cuda.synchronize()
-        begin = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-        end = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
-        torch.cuda._sleep(int(args.sleep_cycles))
-        t0 = time.perf_counter()
-        for i in range(args.iters):
-            cache.zero_()
-            begin[i].record()
-            fn()
-            end[i].record()
-        host_us = (time.perf_counter() - t0) / args.iters * 1e6  # issue time a call, flush and events included
-        torch.cuda.synchronize()
-        return statistics.median(b.elapsed_time(e) for b, e in zip(begin, end)) * 1000.0, host_us
+    def bench(fn):
+        return kraken_bench(torch, fn, args.warmup, args.iters, args.sleep_cycles, cache)
 
     def kernels(fn):  # what one call runs on the GPU, for the file's description
         fn()
