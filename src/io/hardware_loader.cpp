@@ -255,7 +255,7 @@ Json resolve_base(const Json& j, const std::string& dir, int depth) {
   return merged;
 }
 
-// One of PyTorch's grouped GEMM kernels: its tiles are one family (they serve the same dtypes).
+// The vendor library's measured split-K rule (gemm.library_split).
 GemmLibrarySplitSpec parse_library_split(const ObjectReader& r) {
   GemmLibrarySplitSpec rule;
   rule.dtypes = parse_dtype_bits(r, "dtypes");
@@ -272,6 +272,7 @@ GemmLibrarySplitSpec parse_library_split(const ObjectReader& r) {
   return rule;
 }
 
+// One of PyTorch's grouped GEMM kernels: its tiles are one family (they serve the same dtypes).
 void parse_grouped(const ObjectReader& g, GroupedGemmSpec& out) {
   out.small_tile = parse_tile(g.at("small_tile"), g.child_path("small_tile"));
   out.large_tile = parse_tile(g.at("large_tile"), g.child_path("large_tile"));
