@@ -15,25 +15,30 @@ step's submatmul alone, and one call's kernels per stream (the profiler). It ans
 kraken's 8-GPU bf16 rows that tpsim predicts too fast (README): does one rank's sequence alone
 already take their time (the missing time is on each GPU), or about G x its submatmul (it is
 between GPUs, or in the peer copies); and can eager Python issue a call as fast as its GPU work
-runs (a host-bound floor). A report, not a measurement file: tpsim does not simulate this
-emulation.
+runs (a host-bound floor).
 
-    python3 tools/torch_async_tp_rank_bench.py -o rank.json [--group-size 8] [--quick]
+Writes a tpsim measurement file: each emulated op's GPU time as a scenario row that tpsim
+simulates the same way ("workload": {..., "emulated_group": G} on one GPU; validation only, never
+fitted) and each submatmul alone as a GEMM row (op-level); --report keeps the rest (the
+kraken-timed spans, the host's issue times, one call's kernels per stream).
+
+    python3 tools/torch_async_tp_rank_bench.py --hardware h100_sxm -o rank.json --report rank_report.json
 
 Needs PyTorch with CUDA, NCCL and one GPU; exits 3 with one line when there is none.
 """
 import argparse
 import json
-import os
 import sys
-import tempfile
 
-from torch_op_bench import import_torch_with_cuda, kraken_bench, write_atomic  # the op bench beside this file
+from torch_op_bench import (gpu_events, import_torch_with_cuda, init_one_gpu_group, kraken_bench,  # the op bench beside this file
+                            write_atomic, write_measurements)
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("-o", "--output", required=True, help="JSON report to write (atomically)")
+    p.add_argument("-o", "--output", required=True, help="measurement file to write (atomically)")
+    p.add_argument("--hardware", required=True, help="tpsim hardware model the GPU is (h100_sxm, h200, ...)")
+    p.add_argument("--report", help="also write the kraken-timed spans, host issue times and kernels per stream here")
     p.add_argument("--group-size", type=int, default=8, help="the TP group one rank of which is emulated (default 8)")
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--iters", type=int, default=25)
@@ -61,18 +66,7 @@ def kernels_of_one_call(torch, fn):
     call's first kernel, and the call's span."""
     fn()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = [e for e in json.load(f).get("traceEvents", [])
-                      if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    finally:
-        os.unlink(path)
+    events = gpu_events(torch, fn, with_cpu=False)
     if not events:
         return {}, 0.0
     t0 = min(float(e["ts"]) for e in events)
@@ -95,11 +89,7 @@ def main():
     except ImportError as e:
         print(f"torch_async_tp_rank_bench: PyTorch's symmetric memory is not usable here ({e})", file=sys.stderr)
         return 3
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29518")
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
-    group = dist.group.WORLD.group_name
+    group = init_one_gpu_group(torch, dist, 29518)
     g = args.group_size
     cache = torch.empty(int(256e6 // 4), dtype=torch.int, device="cuda")
     props = torch.cuda.get_device_properties(0)
@@ -109,8 +99,20 @@ def main():
               "what": "rank 0 of a group of group_size, every peer this GPU, barriers over a group of one; times in us",
               "cases": [], "failed": []}
 
+    rows = []
+    source = (f"this repository's tools/torch_async_tp_rank_bench.py on one {props.name} (torch {torch.__version__}, "
+              f"CUDA {torch.version.cuda}): CUDA events around each call after a {args.long_sleep_cycles:.0e}-cycle GPU "
+              f"sleep, L2 overwritten before each, median of {args.iters}")
+
     def save():
-        write_atomic(args.output, json.dumps(report, indent=1) + "\n")
+        write_measurements(args.output, args.hardware,
+                           (f"One rank of PyTorch's async TP over a group of {g}, emulated on one {props.name} "
+                            f"(every peer this GPU: local buffers, barriers over a group of one), and each step's "
+                            f"submatmul alone. The scenario rows are whole decomposed ops: validation only, never "
+                            f"fit a model to them; the GEMM rows are op-level. Failed: {json.dumps(report['failed'])}"),
+                           rows)
+        if args.report:
+            write_atomic(args.report, json.dumps(report, indent=1) + "\n")
 
     for op, m, k, n in cases(g, args.quick):
         name = f"{op} {m}x{k}x{n} bf16 over {g}"
@@ -125,6 +127,12 @@ def main():
             report["failed"].append(f"{name}: {str(e)[:200]}")
             save()
             continue
+        scenario = {"name": name, "gpus": 1, "dtype": "bf16", "software": {"op_issue": "enqueued", "clock": "burst"},
+                    "workload": {"op": op, "m": m, "k": k, "n": n, "emulated_group": g}}
+        rows.append({"kind": "scenario", "scenario": scenario, "variant": "async_tp", "time_us": round(gpu_us, 3),
+                     "source": source})
+        rows.append({"kind": "gemm", "name": f"gemm {m // g}x{n}x{k} bf16 ({op} step)", "m": m // g, "n": n, "k": k,
+                     "dtype": "bf16", "timing": "events", "clock": "burst", "time_us": round(sub_us, 3), "source": source})
         report["cases"].append({"name": name, "op": op, "m": m, "k": k, "n": n, "dtype": "bf16",
                                 "kraken_timed": round(kraken_us, 2), "gpu_time": round(gpu_us, 2),
                                 "host_issue_per_call": round(host_us, 1), "submatmul_alone": round(sub_us, 2),
@@ -135,7 +143,7 @@ def main():
         save()
     save()
     dist.destroy_process_group()
-    print(f"wrote {len(report['cases'])} cases to {args.output} ({len(report['failed'])} failed)")
+    print(f"wrote {len(rows)} rows to {args.output} ({len(report['failed'])} cases failed)")
     return 0
 
 

@@ -123,24 +123,10 @@ class Bench:
             if calls % 8 == 0:
                 torch.cuda.synchronize()
         torch.cuda.synchronize()
-        acts = [torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
-        with torch.profiler.profile(activities=acts) as prof:
-            for _ in range(repeat):
-                fn()
-            torch.cuda.synchronize()
-        fd, path = tempfile.mkstemp(suffix=".json")
-        os.close(fd)
-        try:
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                trace = json.load(f)
-        finally:
-            os.unlink(path)
         out = []
-        for e in trace.get("traceEvents", []):
-            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-                k = (e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"]))
-                out.append(k + (e.get("args", {}).get("grid"),) if grids else k)
+        for e in gpu_events(torch, lambda: [fn() for _ in range(repeat)]):
+            k = (e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+            out.append(k + (e.get("args", {}).get("grid"),) if grids else k)
         out.sort(key=lambda x: x[1])
         return out
 
@@ -684,6 +670,33 @@ def host_costs(torch):
             samples.append((t1 - t0) / 2000 * 1e6)
         out[name] = round(statistics.median(samples), 3)
     return out
+
+
+def gpu_events(torch, run, with_cpu=True):
+    """What `run` put on the GPU, as the profiler's Chrome-trace events (kernels, memcpys, memsets)."""
+    acts = [torch.profiler.ProfilerActivity.CUDA] + ([torch.profiler.ProfilerActivity.CPU] if with_cpu else [])
+    with torch.profiler.profile(activities=acts) as prof:
+        run()
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    finally:
+        os.unlink(path)
+    return [e for e in trace.get("traceEvents", [])
+            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+
+
+def init_one_gpu_group(torch, dist, port):
+    """A NCCL process group of this one GPU (world size 1); returns its name."""
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(port))
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
+    return dist.group.WORLD.group_name
 
 
 def kraken_bench(torch, fn, warmup, iters, sleep_cycles, cache):

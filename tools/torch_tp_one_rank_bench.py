@@ -20,10 +20,9 @@ Needs PyTorch with CUDA, NCCL and one GPU; exits 3 with one line when there is n
 """
 import argparse
 import json
-import os
 import sys
 
-from torch_op_bench import kraken_bench, write_measurements  # the op bench beside this file
+from torch_op_bench import init_one_gpu_group, kraken_bench, write_measurements  # the op bench beside this file
 
 
 def parse_args():
@@ -58,11 +57,7 @@ def main():
     if not torch.cuda.is_available():
         print("torch_tp_one_rank_bench: no CUDA GPU", file=sys.stderr)
         return 3
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
-    group = dist.group.WORLD.group_name
+    group = init_one_gpu_group(torch, dist, 29517)
     torch.backends.cuda.matmul.allow_tf32 = False  # kraken's fp32 rows: torch's default, no TF32
     cache = torch.empty(int(256e6 // 4), dtype=torch.int, device="cuda")
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -43,6 +43,15 @@ Workload parse_matmul(const ObjectReader& w, int) { return parse_gemm_dims(w, fa
 // A TP region: rows are sharded over the group.
 Workload parse_region(const ObjectReader& w, int gpus, bool several_n) {
   Workload wl = parse_gemm_dims(w, several_n);
+  if (w.has("emulated_group")) {
+    const std::string p = w.child_path("emulated_group");
+    const std::int64_t g = w.positive_int("emulated_group");
+    if (gpus != 1) fail_at(p, fmt::format("emulates one rank of a group on one GPU, so \"gpus\" must be 1 (got {})", gpus));
+    if (g < 2 || g > kMaxGpus) fail_at(p, fmt::format("must be 2 to {} (the group one rank of which runs here), got {}", kMaxGpus, g));
+    wl.emulated_group = static_cast<int>(g);
+    if (wl.m % g != 0) fail_at(w.child_path("m"), fmt::format("{} rows do not divide evenly over a group of {}", wl.m, g));
+    return wl;
+  }
   if (wl.m % gpus != 0) fail_at(w.child_path("m"), fmt::format("{} rows do not divide evenly over {} GPUs", wl.m, gpus));
   return wl;
 }
@@ -149,6 +158,12 @@ void keep_variants_across_nodes(Scenario& s, bool variants_listed, const std::st
 // that reach peers through NCCL (not through memory mapped over NVLink).
 std::vector<std::string> check_tp_group_hardware(Scenario& s, bool variants_listed) {
   check_attention_hardware(s.workload.attention, s.hardware);
+  if (s.workload.emulated_group > 0) {
+    std::vector<std::string> notes;
+    keep_variants(s, variants_listed, variant_emulates_one_rank,
+                  "has no emulation of one rank of a group (async_tp and async_tp_single_stream have)", "no one-rank emulation", notes);
+    return notes;
+  }
   if (s.gpus == 1) {
     std::vector<std::string> notes;
     keep_variants(s, variants_listed, variant_runs_on_one_gpu, "has no form for a group of one GPU (baseline and async_tp have)",
@@ -182,6 +197,7 @@ const std::vector<std::string> kFfnKeys = {"model", "tokens", "seq_len", "pass",
 const std::vector<std::string> kLayerKeys = {"model", "tokens", "seq_len", "pass", "layers", "sequence_parallel", "tp_weight_grad_input",
                                              "activation_layout", "attention", "attention_dropout"};
 const std::vector<std::string> kGemmKeys = {"m", "k", "n"};
+const std::vector<std::string> kRegionKeys = {"m", "k", "n", "emulated_group"};
 
 }  // namespace
 
@@ -190,8 +206,8 @@ const std::vector<WorkloadKind>& workload_kinds() {
       {"matmul", "one GEMM (m x k by k x n) on every GPU, nothing shared", kGemmKeys, 1, kMaxGpus, false, true, parse_matmul,
        baseline_only, build_matmul, nullptr, check_tp_group_hardware},
       {"allgather_matmul", "all-gather of an m/gpus-row shard, then its GEMMs (n: one weight or a list sharing the gather)",
-       kGemmKeys, 1, kMaxGpus, false, true, parse_allgather_matmul, gather_variants, build_gather, nullptr, check_tp_group_hardware},
-      {"matmul_reducescatter", "a GEMM's partial output, reduce-scattered by rows", kGemmKeys, 1, kMaxGpus, false, true,
+       kRegionKeys, 1, kMaxGpus, false, true, parse_allgather_matmul, gather_variants, build_gather, nullptr, check_tp_group_hardware},
+      {"matmul_reducescatter", "a GEMM's partial output, reduce-scattered by rows", kRegionKeys, 1, kMaxGpus, false, true,
        parse_matmul_reducescatter, scatter_variants, build_scatter, nullptr, check_tp_group_hardware},
       {"matmul_allreduce", "a GEMM's partial output (k is each GPU's contraction shard), all-reduced: TP without sequence parallelism",
        kGemmKeys, 1, kMaxGpus, false, true, parse_matmul_allreduce, all_reduce_variants, build_all_reduce, nullptr,

@@ -12,7 +12,21 @@
 namespace tpsim::strategy {
 
 namespace {
+
 int step_stream(int step) { return step % 2 == 0 ? kCompute : kComm; }
+
+// The group a region decomposes over, and how many of its ranks the DAG holds: all of them,
+// or rank 0 alone where one GPU emulates a rank of a larger group.
+int decomposition_size(const Region& r, const ProcessGroup& pg) { return r.emulated_group > 0 ? r.emulated_group : pg.size(); }
+int ranks_built(const Region& r, const ProcessGroup& pg) { return r.emulated_group > 0 ? 1 : pg.size(); }
+
+// A step's pull of a peer's buffer: a copy engine's peer copy, or where one GPU plays every
+// peer, the same-device copy_ the emulation runs (an SM memcpy on Hopper, measured).
+void add_pull(Dag& dag, const Region& r, const ProcessGroup& pg, int at, int stream, int peer, const std::string& name) {
+  if (r.emulated_group > 0) dag.add(at, stream, name, ElementwiseOp{r.bytes, r.bytes});
+  else dag.add(at, stream, name, CopyOp{pg.rank(peer), at, r.bytes});
+}
+
 }  // namespace
 
 // fused_all_gather_matmul: barrier; copy the local shard into the symmetric
@@ -22,9 +36,9 @@ int step_stream(int step) { return step % 2 == 0 ? kCompute : kComm; }
 // (seed 001 figure 3): submatmuls on one stream, copies on the other.
 static void gather(Dag& dag, const Region& r, bool alternate) {
   const ProcessGroup pg = dag.process_group(r.pg);
-  const int g = pg.size();
+  const int g = decomposition_size(r, pg);
   const int start = dag.new_group(r.pg), ready = dag.new_group(r.pg), end = dag.new_group(r.pg);
-  for (int rank = 0; rank < g; ++rank) {
+  for (int rank = 0; rank < ranks_built(r, pg); ++rank) {
     const int at = pg.rank(rank);  // `rank` indexes the group; `at` is the GPU
     dag.add(at, kCompute, r.name + ".barrier.start", BarrierOp{start});
     dag.add(at, kCompute, r.name + ".copy_to_symm", ElementwiseOp{r.bytes, r.bytes});
@@ -35,7 +49,7 @@ static void gather(Dag& dag, const Region& r, bool alternate) {
       const int peer = (rank + step) % g;
       const int copy_stream = alternate ? step_stream(step) : kComm;
       const int mm_stream = alternate ? step_stream(step) : kCompute;
-      dag.add(at, copy_stream, fmt::format("{}.pull.shard{}", r.name, peer), CopyOp{pg.rank(peer), at, r.bytes});
+      add_pull(dag, r, pg, at, copy_stream, peer, fmt::format("{}.pull.shard{}", r.name, peer));
       if (!alternate) dag.join(at, kComm, kCompute, fmt::format("{}.arrived.shard{}", r.name, peer));
       add_gemms(dag, r, at, mm_stream, false, fmt::format("{}.matmul.shard{}", r.name, peer));
     }
@@ -58,7 +72,7 @@ static void gather(Dag& dag, const Region& r, bool alternate) {
 // barriers and pulls on the other, each buffer reused only once it is free.
 static void scatter(Dag& dag, const Region& r, bool alternate) {
   const ProcessGroup pg = dag.process_group(r.pg);
-  const int g = pg.size();
+  const int g = decomposition_size(r, pg);
   const int start = dag.new_group(r.pg), end = dag.new_group(r.pg);
   std::vector<std::pair<int, int>> step_barriers(static_cast<std::size_t>(g));
   for (int step = 1; step < g; ++step) step_barriers[step] = {dag.new_group(r.pg), dag.new_group(r.pg)};
@@ -66,7 +80,7 @@ static void scatter(Dag& dag, const Region& r, bool alternate) {
   // loop when G = 2) so that the backend stream's submatmul is scheduled first on
   // every rank: a one-block kernel with nothing to do.
   const auto sleep = [&](int at) { dag.add(at, kCompute, r.name + ".sleep", ElementwiseOp{0, 0}); };
-  for (int rank = 0; rank < g; ++rank) {
+  for (int rank = 0; rank < ranks_built(r, pg); ++rank) {
     const int at = pg.rank(rank);  // `rank` indexes the group; `at` is the GPU
     dag.add(at, kCompute, r.name + ".barrier.start", BarrierOp{start});
     dag.join(at, kCompute, kComm, r.name + ".fork");
@@ -81,7 +95,7 @@ static void scatter(Dag& dag, const Region& r, bool alternate) {
       add_gemms(dag, r, at, mm_stream, false, fmt::format("{}.matmul.chunk{}", r.name, dest));
       if (!alternate) dag.join(at, kCompute, kComm, fmt::format("{}.computed.chunk{}", r.name, dest));
       dag.add(at, comm_stream, fmt::format("{}.barrier.ready.step{}", r.name, step), BarrierOp{step_barriers[step].first});
-      dag.add(at, comm_stream, fmt::format("{}.pull.from{}", r.name, src), CopyOp{pg.rank(src), at, r.bytes});
+      add_pull(dag, r, pg, at, comm_stream, src, fmt::format("{}.pull.from{}", r.name, src));
       dag.add(at, comm_stream, fmt::format("{}.barrier.read.step{}", r.name, step), BarrierOp{step_barriers[step].second});
       if (!alternate) {
         buffer_free[step] = dag.new_event();

@@ -50,6 +50,9 @@ struct Region {
   // after another along the first, so chunk + cat copies the gathered tensor into place after
   // an all-gather, and the input into rank order before a reduce-scatter.
   bool copy_into_place = false;
+  // One rank of a group of this size on a one-GPU DAG (Workload::emulated_group): the
+  // decomposition's steps, every peer this GPU, its pulls local copies. 0: the DAG's group.
+  int emulated_group = 0;
 };
 
 using RegionBuilder = void (*)(Dag&, const Region&);

@@ -26,13 +26,15 @@ struct Variant {
   // their barriers and the whole matmul with no step between (measured with torch 2.11:
   // barrier, GEMM, barrier, sum). The ring, NCCL-p2p and fused kernels are not.
   bool one_gpu = false;
+  // Builds one rank of a larger group on one GPU (Region::emulated_group).
+  bool emulates_rank = false;
 };
 
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> table = {
       {"baseline", {gather_baseline, scatter_baseline, all_reduce_baseline, all_to_all_baseline, false, true}, false, true},
-      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr, true, true}, true, true},
-      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr, true, true}, true, true},
+      {"async_tp", {gather_async_tp, scatter_async_tp, nullptr, nullptr, true, true}, true, true, true},
+      {"async_tp_single_stream", {gather_async_tp_single_stream, scatter_async_tp_single_stream, nullptr, nullptr, true, true}, true, true, true},
       {"async_tp_nccl", {gather_async_tp_nccl, scatter_async_tp_nccl, nullptr, nullptr}, false},
       {"ring", {gather_ring, scatter_ring, nullptr, nullptr}, false},
       {"ring_bidirectional", {gather_ring_bidirectional, scatter_ring_bidirectional, nullptr, nullptr}, false},
@@ -61,6 +63,7 @@ Region single_region(const Scenario& s, RegionKind kind, int pg, int group_size)
   static constexpr const char* kNames[] = {"ag_mm", "mm_rs", "mm_ar", "a2a_mm"};
   const Workload& w = s.workload;
   Region r{kNames[static_cast<int>(kind)], pg, s.dtype, 0, {}, s.software.symm_mem_reduction};
+  if (w.emulated_group > 0) group_size = r.emulated_group = w.emulated_group;
   const double e = dtype_bytes(s.dtype);
   if (kind == RegionKind::all_to_all) {
     // Uniform routing, one expert per rank: a rank sends m/G rows to each rank and
@@ -98,6 +101,11 @@ bool variant_needs_one_node(const std::string& variant) {
 bool variant_runs_on_one_gpu(const std::string& variant) {
   const Variant* v = find_variant(variant);
   return v && v->one_gpu;
+}
+
+bool variant_emulates_one_rank(const std::string& variant) {
+  const Variant* v = find_variant(variant);
+  return v && v->emulates_rank;
 }
 
 bool variant_is_micro_pipeline(const std::string& variant) {

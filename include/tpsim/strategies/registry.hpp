@@ -23,6 +23,8 @@ bool variant_needs_one_node(const std::string& variant);
 // Whether `variant` has a form for a group of one GPU: what its implementation runs when
 // the group holds one rank (NCCL copies the buffer; PyTorch's pipelined loops take no step).
 bool variant_runs_on_one_gpu(const std::string& variant);
+// Whether `variant` can build one rank of a larger group on one GPU (Workload::emulated_group).
+bool variant_emulates_one_rank(const std::string& variant);
 // Whether `variant` is the decomposition torch.compile's micro-pipeline TP pass inserts
 // (PyTorch's symmetric-memory async TP), which applies where its patterns match.
 bool variant_is_micro_pipeline(const std::string& variant);

@@ -22,6 +22,10 @@ struct Workload {
   // matmul ops
   std::int64_t m = 0, k = 0;
   std::vector<std::int64_t> n;  // one weight, or (allgather_matmul) several sharing one gather: Q, K, V
+  // A TP region's decomposition as one rank of a group of this size runs it, on one GPU that
+  // plays every peer (its buffers local, its barriers over a group of one): what a one-GPU
+  // emulation of PyTorch's async TP measures. 0: the group is the scenario's GPUs.
+  int emulated_group = 0;
   // layer ops
   ModelShape model;
   std::int64_t tokens = 0;   // held by the TP group: local batch x sequence length
