@@ -189,3 +189,16 @@ TEST_CASE("Every TP variant's layer forward+backward lowers to a plan", "[cuda]"
     CHECK_NOTHROW(plan_launches(dag));
   }
 }
+
+TEST_CASE("One rank of a group emulated on one GPU lowers to one rank's plan: local copies, no peer copy, G GEMMs, 2G barriers",
+          "[cuda][emulation]") {
+  const Scenario s = parse_scenario(Json::parse(R"({"hardware": "h100_sxm", "gpus": 1, "dtype": "bf16",
+      "workload": {"op": "matmul_reducescatter", "m": 1024, "k": 14336, "n": 4096, "emulated_group": 8}})"), "");
+  const LaunchPlan plan = plan_launches(build_dag(s, "async_tp"));
+  REQUIRE(plan.ranks.size() == 1);
+  const auto c = count_kinds(plan.ranks[0]);
+  CHECK(c.count(LaunchKind::memcpy_peer) == 0);
+  CHECK(c.at(LaunchKind::gemm) == 8);
+  CHECK(c.at(LaunchKind::barrier) == 16);
+  CHECK(plan.ranks[0].streams == 2);
+}
