@@ -113,6 +113,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
       const Tick t = library_rank_time(plan, hw);
       if (t < best_time) best_time = t, best = plan;
     }
+    best.library_split = true;
     return best;
   }
   for (const GemmTile& tile : hw.gemm.tiles) {

@@ -9,7 +9,6 @@
 
 #include "machine.hpp"
 #include "tpsim/cost/elementwise_cost.hpp"
-#include "tpsim/cost/gemm_library_split.hpp"
 #include "tpsim/cost/reduction_cost.hpp"
 
 namespace tpsim::runtime_detail {
@@ -57,7 +56,7 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   const GemmPlan& plan = gemm_plans_.plan(g.problem);
   if (tl_.detailed)
     tl_.details[id] = fmt::format("tile {}x{}x{}, split-k {}{}, {} blocks", plan.tile.m, plan.tile.n, plan.tile.k, plan.split_k,
-                                  library_splits_k(g.problem, hw_) ? " (the library's split rule)" : "", plan.blocks);
+                                  plan.library_split ? " (the library's split rule)" : "", plan.blocks);
   req.block = hw_.gemm.block;
   req.blocks = plan.blocks;
   req.draws_memory = true;

@@ -30,6 +30,7 @@ TEST_CASE("cuBLAS splits a thin, deep GEMM into one wave of slices and keeps a w
   REQUIRE(library_splits_k(thin, hw));
   const GemmPlan plan = plan_gemm(thin, hw);
   CHECK(plan.split_k > 1);
+  CHECK(plan.library_split);
   CHECK(plan.split_k == library_split_slices(thin, plan.tile, hw));
   CHECK(plan.blocks <= hw.sm.count);                                   // one wave
   CHECK(plan.blocks + tiles_of(thin, plan.tile) > hw.sm.count);        // one more slice would not fit it
@@ -38,6 +39,7 @@ TEST_CASE("cuBLAS splits a thin, deep GEMM into one wave of slices and keeps a w
   const GemmProblem wide{4096, 4096, 14336, Dtype::bf16};
   CHECK_FALSE(library_splits_k(wide, hw));
   const GemmPlan whole = plan_gemm(wide, hw), fastest = plan_gemm(wide, autotuned());
+  CHECK_FALSE(whole.library_split);
   CHECK(whole.split_k == fastest.split_k);
   CHECK(whole.tile.m == fastest.tile.m);
   CHECK(whole.tile.n == fastest.tile.n);

@@ -69,6 +69,8 @@ struct GemmPlan {
   // second, streaming kernel reads them and writes C. Zero without a split.
   double reduction_read_bytes = 0;
   double reduction_written_bytes = 0;
+  // Chosen by the library's own split rule (gemm.library_split), not as the fastest plan.
+  bool library_split = false;
 };
 
 // One SM's main-loop rate with this tile: the MMA issue rate, or the rate at which
