@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -88,7 +89,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
   if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
   if (names_kernel(k)) keys.push_back("kernel");
-  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged"});
+  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged", "plan"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::peer_copy_with_gemm || is_collective(k) ||
       k == MeasurementKind::reduction)
@@ -124,6 +125,26 @@ std::int64_t dim(const ObjectReader& r, const std::string& key) {
   const std::int64_t v = r.positive_int(key);
   if (v > kMaxDimension) fail_at(r.child_path(key), fmt::format("{} is larger than the limit {}", v, kMaxDimension));
   return v;
+}
+
+// The plan the vendor library ran, as the row names it ("plan": {"tile": "64x128x64",
+// "split_k": 2}): tpsim prices that tile and split instead of choosing its own.
+GemmProblem::NamedPlan parse_named_plan(const ObjectReader& row, const GemmProblem& p) {
+  const ObjectReader r = row.object("plan", {"tile", "split_k"});
+  if (p.grouped) fail_at(row.child_path("plan"), "a grouped GEMM's tile is PyTorch's dispatch's, not a library plan");
+  GemmProblem::NamedPlan n;
+  const std::string tile = r.string("tile");
+  char x1 = 0, x2 = 0;
+  int used = 0;
+  if (std::sscanf(tile.c_str(), "%d%c%d%c%d%n", &n.tile_m, &x1, &n.tile_n, &x2, &n.tile_k, &used) != 5 || x1 != 'x' || x2 != 'x' ||
+      used != static_cast<int>(tile.size()) || n.tile_m < 1 || n.tile_n < 1 || n.tile_k < 1 || n.tile_m > 1024 || n.tile_n > 1024 ||
+      n.tile_k > 1024)
+    fail_at(r.child_path("tile"), fmt::format("must look like \"64x128x64\" (rows x columns x depth, each 1 to 1024), got \"{}\"", tile));
+  const std::int64_t split = r.has("split_k") ? r.positive_int("split_k") : 1;
+  if (split > 1024) fail_at(r.child_path("split_k"), fmt::format("{} slices is more than the limit 1024", split));
+  if (split > p.k) fail_at(r.child_path("split_k"), fmt::format("{} slices of a K of {}", split, p.k));
+  n.split_k = static_cast<int>(split);
+  return n;
 }
 
 // A grouped GEMM over groups of unequal size (torch._grouped_mm's offsets of unequal experts):
@@ -335,6 +356,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     m.gemm.grouped = r.optional_bool("grouped").value_or(false);
     if (m.gemm.grouped && m.gemm.batch < 2) fail_at(r.child_path("grouped"), "a grouped GEMM needs a \"batch\" of at least 2 groups");
     if (r.has("group_sizes") || r.has("ragged")) parse_group_sizes(r, m.gemm);
+    if (r.has("plan")) m.gemm.named_plan = parse_named_plan(r, m.gemm);
     check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path, m.gemm.batch);
   }
   if (has_bytes(m.kind)) {
@@ -458,6 +480,10 @@ Json measurement_json(const Measurement& m) {
       if (m.gemm.ragged_k) j["ragged"] = "k";
     }
     if (!m.kernel.empty()) j["kernel"] = m.kernel;
+    if (const auto& n = m.gemm.named_plan; n.given()) {
+      j["plan"] = {{"tile", fmt::format("{}x{}x{}", n.tile_m, n.tile_n, n.tile_k)}};
+      if (n.split_k > 1) j["plan"]["split_k"] = n.split_k;
+    }
   }
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;
   if (has_gpus(m.kind)) j["gpus"] = m.gpus;

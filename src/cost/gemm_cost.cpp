@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "tpsim/cost/elementwise_cost.hpp"
 #include "tpsim/cost/gemm_library_split.hpp"
@@ -96,7 +97,27 @@ Tick split_k_reduction_time(const GemmPlan& plan, const HardwareSpec& hw) {
          elementwise_block_work(sum, hw).shared_time(hw.memory.hbm_bytes_per_ps / static_cast<double>(sum.blocks));
 }
 
+namespace {
+
+// The tile a named plan gives, at its kernel family's rate.
+GemmTile named_tile(const GemmProblem& p, const HardwareSpec& hw) {
+  const GemmProblem::NamedPlan& n = p.named_plan;
+  const GemmTile* family = nullptr;
+  for (const GemmTile& tile : hw.gemm.tiles) {
+    if (!tile.serves(p.dtype)) continue;
+    if (tile.m == n.tile_m && tile.n == n.tile_n && tile.k == n.tile_k) return tile;
+    if (!family) family = &tile;
+  }
+  if (!family) throw std::logic_error("no GEMM tile serves the dtype (the hardware loader requires one)");
+  GemmTile t = *family;
+  t.m = n.tile_m, t.n = n.tile_n, t.k = n.tile_k;
+  return t;
+}
+
+}  // namespace
+
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
+  if (p.named_plan.given()) return make_plan(p, named_tile(p, hw), std::max(1, p.named_plan.split_k));
   if (const GroupedGemmSpec* grouped = p.grouped ? hw.gemm.grouped_for(p.dtype) : nullptr)
     // PyTorch's dispatch on the groups' shape (GroupMM.cu dispatch_bf16_grouped_kernel_on_tile_size,
     // ScaledGroupMM.cu dispatch_fp8_grouped_gemm_on_tile_size).

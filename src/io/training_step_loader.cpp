@@ -127,8 +127,12 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   if (t.pp_embedding_weight > per_chunk || t.pp_output_weight > per_chunk)
     fail_at(w.child_path(t.pp_embedding_weight > per_chunk ? "pp_first_stage_less_layers" : "pp_last_stage_less_layers"),
             fmt::format("is more than the {} layers a chunk holds ({} layers over {} chunks)", per_chunk, effective, t.chunks()));
-  if (t.local_batch % t.microbatches != 0)
+  if (t.local_batch % t.microbatches != 0) {
+    if (!w.has("microbatches"))  // the default, pp's degree: say so, and what to change
+      fail_at(w.child_path("local_batch"), fmt::format("{} sequences do not split into pp = {} microbatches (the default): give a local batch "
+                                                       "they divide, or \"microbatches\"", t.local_batch, t.microbatches));
     fail_at(w.child_path("microbatches"), fmt::format("{} microbatches do not divide the local batch of {} sequences", t.microbatches, t.local_batch));
+  }
   // Context parallelism gives each rank two of 2 x cp equal chunks of every sequence
   // (the load balance of causal attention: chunk i and chunk 2cp-1-i).
   const int ep = t.mesh.size(MeshDim::ep);

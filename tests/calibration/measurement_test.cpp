@@ -559,3 +559,36 @@ TEST_CASE("A scenario row is predicted with its software's choices on whatever h
       "workload": {"op": "matmul_allreduce", "m": 8192, "k": 1024, "n": 8192}})"), "");
   CHECK(to_us(run_scenario(defaults).runs.front().metrics.makespan) != Approx(alone));
 }
+
+TEST_CASE("A GEMM row may name the plan the library ran: its tile and split-K, checked and kept through a round trip",
+          "[measurement]") {
+  const auto ms = parse(R"([
+      {"kind": "gemm", "m": 768, "n": 1280, "k": 4096, "dtype": "bf16", "time_us": 12.9, "plan": {"tile": "64x128x64"}},
+      {"kind": "gemm", "m": 64, "n": 1280, "k": 4096, "dtype": "bf16", "time_us": 7.3, "plan": {"tile": "32x64x64", "split_k": 2}}])");
+  REQUIRE(ms.size() == 2);
+  const auto& whole = ms[0].gemm.named_plan;
+  CHECK(whole.given());
+  CHECK(whole.tile_m == 64);
+  CHECK(whole.tile_n == 128);
+  CHECK(whole.tile_k == 64);
+  CHECK(whole.split_k == 1);
+  CHECK(ms[1].gemm.named_plan.split_k == 2);
+  CHECK(measurement_json(ms[1])["plan"] == Json::parse(R"({"tile": "32x64x64", "split_k": 2})"));
+  CHECK(measurement_json(ms[0])["plan"] == Json::parse(R"({"tile": "64x128x64"})"));
+  CHECK(!measurement_json(parse(R"([{"kind": "gemm", "m": 1, "n": 1, "k": 1, "dtype": "bf16", "time_us": 1}])")[0]).contains("plan"));
+  CHECK(parse(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1}])")[0].gemm.named_plan.given() == false);
+
+  CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "plan": {"tile": "64x128"}}])") ==
+        R"($.measurements[0].plan.tile: must look like "64x128x64" (rows x columns x depth, each 1 to 1024), got "64x128")");
+  CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "plan": {"tile": "64x128x64", "split_k": 0}}])") ==
+        "$.measurements[0].plan.split_k: must be a positive integer, got 0");
+  CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "plan": {"tile": "64x128x64", "split_k": 9}}])") ==
+        "$.measurements[0].plan.split_k: 9 slices of a K of 8");
+  CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "plan": {"tile": "64x128x64", "splits": 2}}])")
+            .starts_with(R"($.measurements[0].plan: unknown key "splits")"));
+  CHECK(error_of(R"([{"kind": "gemm", "m": 64, "n": 8, "k": 8, "batch": 4, "grouped": true, "dtype": "bf16", "time_us": 1,
+                      "plan": {"tile": "64x128x64"}}])") ==
+        "$.measurements[0].plan: a grouped GEMM's tile is PyTorch's dispatch's, not a library plan");
+  CHECK(error_of(R"([{"kind": "gemm_pair", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "plan": {"tile": "64x128x64"}}])")
+            .starts_with(R"($.measurements[0]: unknown key "plan")"));
+}

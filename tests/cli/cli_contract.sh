@@ -242,6 +242,15 @@ fitted="$(python3 "$root/tools/fit_power_exponent.py" "$root/models/measurements
 shipped="$(python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["power"]["speed_power_exponent"]["value"])' "$root/models/h200.json")"
 if [ -n "$fitted" ] && [ "$fitted" = "$shipped" ]; then echo "ok H200 power law"; else echo "FAIL H200 power law: tool $fitted, model $shipped"; fails=$((fails+1)); fi
 
+# cuBLAS's own plans, named from the kernels the thin sweep recorded: every row gets one (a
+# split kernel its slices), and tpsim prices the file.
+python3 "$root/tools/cublas_plans.py" "$root/models/measurements/h100_sxm_thin_gemm.json" -o "$work/planned.json" 2> "$work/err"; rc=$?
+first_plan="$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["measurements"][0]["plan"], sort_keys=True))' "$work/planned.json" 2> /dev/null)"
+if [ $rc = 0 ] && grep -q "261 GEMM rows name cuBLAS's plan" "$work/err" && [ "$first_plan" = '{"split_k": 2, "tile": "32x64x64"}' ] &&
+    "$tpsim" validate --hardware h100_sxm "$work/planned.json" > "$work/out" 2>&1 && grep -q "^gemm  *261 " "$work/out"; then
+  echo "ok cuBLAS plans named from kernels"
+else echo "FAIL cuBLAS plans named from kernels: exit $rc, first plan $first_plan"; cat "$work/err" "$work/out"; fails=$((fails+1)); fi
+
 # The GPU measurement tools: without PyTorch or a GPU, one line, exit 3 and nothing written.
 if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
   echo "skip GPU tools without a GPU: this machine has one"

@@ -38,6 +38,11 @@ TEST_CASE("bad meshes and schedules are one line naming the JSON path", "[step][
             .find("$.workload.microbatches") != std::string::npos);
   CHECK(test::scenario_error(step(64, "llama3_8b", R"("pp": 4, "tp": 8, "fsdp": 2)", R"("pp_schedule": "1f1b", "microbatches": 2)"))
             .find("at least pp = 4 microbatches") != std::string::npos);
+  // Microbatches left to their default (pp's degree) that the local batch of 2 cannot give: the
+  // line says the default was taken and points at the local batch.
+  CHECK(test::scenario_error(step(64, "llama3_8b", R"("pp": 4, "tp": 8, "fsdp": 2)")) ==
+        "$.workload.local_batch: 2 sequences do not split into pp = 4 microbatches (the default): give a local batch they divide, or "
+        "\"microbatches\"");
   CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp", "fsdpp"])")).find("did you mean \"fsdp\"") !=
         std::string::npos);
   CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("mesh_order": ["tp"])")).find("does not place \"fsdp\"") !=

@@ -32,6 +32,13 @@ struct GemmProblem {
   // Run by the vendor library (cuBLAS), whose own split-K rule applies where the hardware
   // describes it (gemm.library_split); false for a custom kernel (a fused ring GEMM's steps).
   bool by_library = true;
+  // The plan the library ran, where a measurement names it (its kernel's tile and split-K):
+  // priced as given instead of chosen. No tile (the default): tpsim chooses.
+  struct NamedPlan {
+    int tile_m = 0, tile_n = 0, tile_k = 0;
+    int split_k = 0;
+    bool given() const { return tile_m > 0; }
+  } named_plan{};
   bool ragged() const { return !group_sizes.empty(); }
   // The ragged dimension summed over the groups (m or k times batch when the groups are equal).
   double ragged_total() const {
@@ -85,7 +92,10 @@ BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw);
 // engines and NVLink traffic draw at that moment).
 Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_blocks_sharing, double hbm_bytes_per_ps);
 
-// Picks tile and split-K: where the library's measured rule splits K (gemm.library_split),
+// Picks tile and split-K: where the problem names its plan (GemmProblem::named_plan), that tile
+// (the hardware's tile of those dimensions for the dtype, or one of them at the rate of the
+// first tile serving the dtype: one kernel family) and split; where the library's measured
+// rule splits K (gemm.library_split),
 // its split plan (gemm_library_split.hpp); otherwise the candidate with the least estimated
 // time on the whole GPU (it cannot know about SMs another kernel will hold). Ties go to the
 // earlier candidate, then to fewer splits. A grouped problem takes the grouped kernel's fixed

@@ -16,7 +16,9 @@ class GemmPlanner {
   const GemmPlan& plan(const GemmProblem& p);
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, bool, std::vector<std::int64_t>, bool, bool>;
+  // The problem's every field, its named plan's (tile and split) last.
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, std::int64_t, bool, std::vector<std::int64_t>, bool, bool,
+                         int, int, int, int>;
   const HardwareSpec& hw_;
   std::map<Key, GemmPlan> plans_;
 };

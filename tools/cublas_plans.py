@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Name each GEMM row's plan after the cuBLAS kernel that ran it.
+
+Reads a tpsim measurement file whose GEMM rows carry the kernel cuBLAS ran ("kernel", as
+tools/torch_thin_gemm_bench.py and torch_op_bench.py record it) and writes the same file with
+a "plan" on every row whose kernel is one of cuBLAS 12.8+/13's nvjet kernels, so tpsim prices
+the tile and split-K cuBLAS chose instead of choosing its own:
+
+    nvjet_sm90_tst_<N>x<M>_<K>x<stages>_<cluster>_..._[splitK_]<layout>
+
+nvjet names its tile in cuBLAS's column-major terms: for a row-major x @ w.t() (nn.Linear),
+the first number is the tile's columns of the output (N), the second its rows (M). A split
+kernel's name does not give its slices; its grid did when the H100's sweep was run (as many
+slices as fill one wave of 132 SMs, each at least 2,816 deep: gemm.library_split in
+models/h100_sxm.json), and so does this tool. Rows without an nvjet kernel are copied as they are.
+
+    tools/cublas_plans.py IN.json -o OUT.json [--sms 132] [--min-slice 2816]
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+
+NVJET = re.compile(r"nvjet_sm\d+_q*tst_(\d+)x(\d+)_(\d+)x\d+_\d+x\d+_[hv]_bz_(\S*)")
+
+
+def plan_of(row, sms, min_slice):
+    """The plan the row's nvjet kernel names, or None."""
+    match = NVJET.search(row.get("kernel", ""))
+    if not match:
+        return None
+    tile_n, tile_m, tile_k, rest = int(match.group(1)), int(match.group(2)), int(match.group(3)), match.group(4)
+    plan = {"tile": f"{tile_m}x{tile_n}x{tile_k}"}
+    if "splitK" in rest.split("_"):
+        tiles = math.ceil(row["m"] / tile_m) * math.ceil(row["n"] / tile_n)
+        plan["split_k"] = max(2, min(sms // tiles, row["k"] // min_slice))
+    return plan
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("input")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--sms", type=int, default=132, help="SMs a split kernel's slices fill (H100 SXM: 132)")
+    ap.add_argument("--min-slice", type=int, default=2816, help="the thinnest K slice cuBLAS cut")
+    args = ap.parse_args(argv)
+    with open(args.input) as f:
+        doc = json.load(f)
+    named = 0
+    for row in doc.get("measurements", []):
+        if row.get("kind") != "gemm" or row.get("batch", 1) != 1 or row.get("grouped"):
+            continue
+        plan = plan_of(row, args.sms, args.min_slice)
+        if plan:
+            row["plan"] = plan
+            named += 1
+    # Written whole or not at all.
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".cublas_plans.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, args.output)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    print(f"{args.output}: {named} GEMM rows name cuBLAS's plan", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
