@@ -47,12 +47,24 @@ def main(argv=None):
     ap.add_argument("--sms", type=int, default=132, help="SMs a split kernel's slices fill (H100 SXM: 132)")
     ap.add_argument("--min-slice", type=int, default=2816, help="the thinnest K slice cuBLAS cut")
     args = ap.parse_args(argv)
-    with open(args.input) as f:
-        doc = json.load(f)
+    try:
+        with open(args.input) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"cublas_plans.py: {args.input}: cannot read it as JSON ({e}); nothing written", file=sys.stderr)
+        return 2
+    rows = doc.get("measurements") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        print(f"cublas_plans.py: {args.input}: $.measurements: not a tpsim measurement file; nothing written", file=sys.stderr)
+        return 2
     named = 0
-    for row in doc.get("measurements", []):
-        if row.get("kind") != "gemm" or row.get("batch", 1) != 1 or row.get("grouped"):
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or row.get("kind") != "gemm" or row.get("batch", 1) != 1 or row.get("grouped"):
             continue
+        if not all(isinstance(row.get(d), int) and row[d] > 0 for d in ("m", "n", "k")):
+            print(f"cublas_plans.py: {args.input}: $.measurements[{i}]: a GEMM row needs positive whole m, n and k; "
+                  "nothing written", file=sys.stderr)
+            return 2
         plan = plan_of(row, args.sms, args.min_slice)
         if plan:
             row["plan"] = plan

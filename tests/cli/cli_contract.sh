@@ -250,6 +250,11 @@ if [ $rc = 0 ] && grep -q "261 GEMM rows name cuBLAS's plan" "$work/err" && [ "$
     "$tpsim" validate --hardware h100_sxm "$work/planned.json" > "$work/out" 2>&1 && grep -q "^gemm  *261 " "$work/out"; then
   echo "ok cuBLAS plans named from kernels"
 else echo "FAIL cuBLAS plans named from kernels: exit $rc, first plan $first_plan"; cat "$work/err" "$work/out"; fails=$((fails+1)); fi
+printf '{"measurements": [{"kind": "gemm", "m": "big", "n": 8, "k": 8}]}' > "$work/bad_rows.json"
+python3 "$root/tools/cublas_plans.py" "$work/bad_rows.json" -o "$work/bad_planned.json" 2> "$work/err"; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l < "$work/err")" = 1 ] && grep -q 'measurements\[0\]: a GEMM row needs' "$work/err" && [ ! -e "$work/bad_planned.json" ]; then
+  echo "ok cuBLAS plans: a bad row is one line, nothing written"
+else echo "FAIL cuBLAS plans on a bad row: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
 
 # The GPU measurement tools: without PyTorch or a GPU, one line, exit 3 and nothing written.
 if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
