@@ -2,6 +2,7 @@
 // GEMM cost: how cuBLAS/CUTLASS-style kernels on Hopper cut C[m,n] = A[m,k] B[k,n]
 // into thread blocks, and how long one block takes. Waves are NOT computed here:
 // they emerge when the block scheduler places these blocks on free SMs.
+#include <compare>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -38,7 +39,10 @@ struct GemmProblem {
     int tile_m = 0, tile_n = 0, tile_k = 0;
     int split_k = 0;
     bool given() const { return tile_m > 0; }
+    friend auto operator<=>(const NamedPlan&, const NamedPlan&) = default;
   } named_plan{};
+  // Every field, in order: two problems plan alike exactly when they compare equal.
+  friend auto operator<=>(const GemmProblem&, const GemmProblem&) = default;
   bool ragged() const { return !group_sizes.empty(); }
   // The ragged dimension summed over the groups (m or k times batch when the groups are equal).
   double ragged_total() const {
