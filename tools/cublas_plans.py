@@ -11,10 +11,11 @@ the tile and split-K cuBLAS chose instead of choosing its own:
 nvjet names its tile in cuBLAS's column-major terms: for a row-major x @ w.t() (nn.Linear),
 the first number is the tile's columns of the output (N), the second its rows (M). A split
 kernel's name does not give its slices; its grid did when the H100's sweep was run (as many
-slices as fill one wave of 132 SMs, each at least 2,816 deep: gemm.library_split in
-models/h100_sxm.json), and so does this tool. Rows without an nvjet kernel are copied as they are.
+slices as fill one wave of the SMs, each at least gemm.library_split's min_slice deep), and so
+does this tool, with the SM count and min_slice of the hardware model the rows ran on. Rows
+without an nvjet kernel are copied as they are.
 
-    tools/cublas_plans.py IN.json -o OUT.json [--sms 132] [--min-slice 2816]
+    tools/cublas_plans.py IN.json -o OUT.json [--hardware h100_sxm]
 """
 import argparse
 import json
@@ -40,13 +41,40 @@ def plan_of(row, sms, min_slice):
     return plan
 
 
+MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
+
+
+def model_value(name, path, depth=0):
+    """A hardware model's quantity at `path` (keys), following its "base" as tpsim does."""
+    file = name if name.endswith(".json") else os.path.join(MODELS, name + ".json")
+    with open(file) as f:
+        doc = json.load(f)
+    node = doc
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    if isinstance(node, dict) and isinstance(node.get("value"), (int, float)):
+        return node["value"]
+    if "base" in doc and depth < 8:
+        base = doc["base"]
+        if base.endswith(".json"):
+            base = os.path.join(os.path.dirname(os.path.abspath(file)), base)
+        return model_value(base, path, depth + 1)
+    raise KeyError("/".join(path))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("input")
     ap.add_argument("-o", "--output", required=True)
-    ap.add_argument("--sms", type=int, default=132, help="SMs a split kernel's slices fill (H100 SXM: 132)")
-    ap.add_argument("--min-slice", type=int, default=2816, help="the thinnest K slice cuBLAS cut")
+    ap.add_argument("--hardware", default="h100_sxm", help="the model (name in models/ or path) whose SMs and min_slice a split fills")
     args = ap.parse_args(argv)
+    try:
+        sms = int(model_value(args.hardware, ["sm", "count"]))
+        min_slice = int(model_value(args.hardware, ["gemm", "library_split", "min_slice"]))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"cublas_plans.py: --hardware {args.hardware}: no SM count and gemm.library_split.min_slice there ({e}); nothing written",
+              file=sys.stderr)
+        return 2
     try:
         with open(args.input) as f:
             doc = json.load(f)
@@ -65,7 +93,7 @@ def main(argv=None):
             print(f"cublas_plans.py: {args.input}: $.measurements[{i}]: a GEMM row needs positive whole m, n and k; "
                   "nothing written", file=sys.stderr)
             return 2
-        plan = plan_of(row, args.sms, args.min_slice)
+        plan = plan_of(row, sms, min_slice)
         if plan:
             row["plan"] = plan
             named += 1

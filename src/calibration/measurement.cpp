@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -134,12 +133,10 @@ GemmProblem::NamedPlan parse_named_plan(const ObjectReader& row, const GemmProbl
   if (p.grouped) fail_at(row.child_path("plan"), "a grouped GEMM's tile is PyTorch's dispatch's, not a library plan");
   GemmProblem::NamedPlan n;
   const std::string tile = r.string("tile");
-  char x1 = 0, x2 = 0;
-  int used = 0;
-  if (std::sscanf(tile.c_str(), "%d%c%d%c%d%n", &n.tile_m, &x1, &n.tile_n, &x2, &n.tile_k, &used) != 5 || x1 != 'x' || x2 != 'x' ||
-      used != static_cast<int>(tile.size()) || n.tile_m < 1 || n.tile_n < 1 || n.tile_k < 1 || n.tile_m > 1024 || n.tile_n > 1024 ||
-      n.tile_k > 1024)
+  const auto extents = parse_extents(tile, 3, 1024);
+  if (!extents)
     fail_at(r.child_path("tile"), fmt::format("must look like \"64x128x64\" (rows x columns x depth, each 1 to 1024), got \"{}\"", tile));
+  n.tile_m = (*extents)[0], n.tile_n = (*extents)[1], n.tile_k = (*extents)[2];
   const std::int64_t split = r.has("split_k") ? r.positive_int("split_k") : 1;
   if (split > 1024) fail_at(r.child_path("split_k"), fmt::format("{} slices is more than the limit 1024", split));
   if (split > p.k) fail_at(r.child_path("split_k"), fmt::format("{} slices of a K of {}", split, p.k));

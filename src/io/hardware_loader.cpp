@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -109,12 +108,10 @@ unsigned parse_dtype_bits(const ObjectReader& r, const char* key) {
 GemmTile parse_tile(const Json& j, const std::string& path) {
   const ObjectReader r(j, path, {"shape", "mainloop_efficiency", "dtypes"});
   const std::string shape = r.string("shape");
+  const auto extents = parse_extents(shape, 3, 4096);
+  if (!extents) fail_at(r.child_path("shape"), fmt::format("must look like \"128x256x64\" (each 1 to 4096), got \"{}\"", shape));
   GemmTile t;
-  char x1 = 0, x2 = 0;
-  int used = 0;
-  if (std::sscanf(shape.c_str(), "%d%c%d%c%d%n", &t.m, &x1, &t.n, &x2, &t.k, &used) != 5 || x1 != 'x' || x2 != 'x' ||
-      used != static_cast<int>(shape.size()) || t.m <= 0 || t.n <= 0 || t.k <= 0)
-    fail_at(r.child_path("shape"), fmt::format("must look like \"128x256x64\", got \"{}\"", shape));
+  t.m = (*extents)[0], t.n = (*extents)[1], t.k = (*extents)[2];
   t.mainloop_efficiency = Quantities(r).get("mainloop_efficiency", "fraction");
   // Without "dtypes" a tile serves every dtype (hardware files written before kernels were told apart).
   if (r.has("dtypes")) t.dtypes = parse_dtype_bits(r, "dtypes");
@@ -260,12 +257,10 @@ GemmLibrarySplitSpec parse_library_split(const ObjectReader& r) {
   GemmLibrarySplitSpec rule;
   rule.dtypes = parse_dtype_bits(r, "dtypes");
   const std::string tile = r.string("reference_tile");
-  char x = 0;
-  int used = 0;
-  if (std::sscanf(tile.c_str(), "%d%c%d%n", &rule.reference_m, &x, &rule.reference_n, &used) != 3 || x != 'x' ||
-      used != static_cast<int>(tile.size()) || rule.reference_m <= 0 || rule.reference_n <= 0 || rule.reference_m > 4096 ||
-      rule.reference_n > 4096)
+  const auto extents = parse_extents(tile, 2, 4096);
+  if (!extents)
     fail_at(r.child_path("reference_tile"), fmt::format("must look like \"128x128\" (rows x columns, each 1 to 4096), got \"{}\"", tile));
+  rule.reference_m = (*extents)[0], rule.reference_n = (*extents)[1];
   const Quantities q(r);
   rule.depth = q.count("depth", 1 << 24);
   rule.min_slice = q.count("min_slice", 1 << 24);

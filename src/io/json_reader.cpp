@@ -1,6 +1,7 @@
 #include "tpsim/io/json_reader.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,25 @@
 #include "tpsim/io/gzip.hpp"
 
 namespace tpsim {
+
+std::optional<std::vector<int>> parse_extents(const std::string& text, std::size_t count, int max) {
+  std::vector<int> extents;
+  const char* at = text.data();
+  const char* const end = text.data() + text.size();
+  while (extents.size() < count) {
+    if (!extents.empty()) {
+      if (at == end || *at != 'x') return std::nullopt;
+      ++at;
+    }
+    int v = 0;
+    const auto [next, error] = std::from_chars(at, end, v);
+    if (error != std::errc{} || next == at || v < 1 || v > max) return std::nullopt;
+    extents.push_back(v);
+    at = next;
+  }
+  if (at != end) return std::nullopt;
+  return extents;
+}
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> row(b.size() + 1);

@@ -61,3 +61,10 @@ TEST_CASE("User text is made printable: control bytes become hex escapes, the re
   CHECK(printable("\x7f") == "\\x7f");
   CHECK(printable("h\xc3\xa9") == "h\xc3\xa9");  // UTF-8 stays as written
 }
+
+TEST_CASE("Extents like 128x256x64: exactly so many whole numbers joined by x, each in range", "[io]") {
+  CHECK(parse_extents("128x256x64", 3, 4096) == std::vector<int>{128, 256, 64});
+  CHECK(parse_extents("128x128", 2, 4096) == std::vector<int>{128, 128});
+  for (const char* bad : {"128x256", "128x256x64x1", "0x1x1", "+1x2x3", "1 x2x3", "5000x1x1", "12ax3x4", "x1x2", "1x2x", "", "-1x2x3"})
+    CHECK_FALSE(parse_extents(bad, 3, 4096).has_value());
+}

@@ -22,6 +22,10 @@ std::optional<std::string> closest_match(const std::string& word, const std::vec
 
 [[noreturn]] void fail_at(const std::string& path, const std::string& problem);
 
+// Extents written as "128x256x64": exactly `count` whole numbers joined by 'x', each 1 to
+// `max`; nullopt for anything else (the caller names the path and the form it wants).
+std::optional<std::vector<int>> parse_extents(const std::string& text, std::size_t count, int max);
+
 // The most any input file may hold (and a gzip file inflate to): a bound before
 // allocating, far above any real scenario, measurement file or profiler trace.
 inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 30;
