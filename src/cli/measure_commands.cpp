@@ -14,6 +14,7 @@
 #include "tpsim/cuda/gpu_executor.hpp"
 #include "tpsim/cuda/launch_plan.hpp"
 #include "tpsim/cuda/measure_on_gpus.hpp"
+#include "tpsim/cuda/microbench_run.hpp"
 #include "tpsim/cuda/stand_in.hpp"
 #include "tpsim/io/scenario.hpp"
 #include "tpsim/report/chrome_trace.hpp"
@@ -125,14 +126,24 @@ int microbench(const MeasureOptions& o) {
   check_output_path(o.output);
   const GpuRunOptions run{.warmup = o.warmup, .repeats = o.repeat, .stand_in_us = {}};
   const std::string machine = machine_name(gpus);
-  for (auto& m : ms) {
-    m = measure_on_gpus(std::move(m), run);
-    m.source = fmt::format("tpsim microbench on {}, median of {} repeats", machine, o.repeat);
+  const MicrobenchFiles files{o.output, fmt::format("tpsim microbench on {}, median of {} repeats", machine, o.repeat),
+                              fmt::format("tpsim microbench on {}", machine)};
+  const auto measure_row = [&](const Measurement& row) {
+    Measurement m = measure_on_gpus(row, run);
     if (m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::gemm_pair) m.kernel = cuda_gemm_algo(m.gemm);
-    std::cout << fmt::format("{:<52} {:>12.2f} us{}\n", m.name, m.time_us, m.kernel.empty() ? "" : "  " + m.kernel);
+    return m;
+  };
+  const MicrobenchOutcome done = run_microbench(ms, files, measure_row, std::cout);
+  const int kept = done.measured + done.resumed;
+  if (done.resumed > 0) std::cout << fmt::format("resumed: {} row(s) kept from the unfinished run\n", done.resumed);
+  if (!done.failed.empty()) {
+    const std::string what = kept > 0 ? fmt::format("{} keeps the other {}", o.output, kept) : "nothing was written";
+    std::cerr << fmt::format("tpsim: error: {} of {} rows failed on the GPUs (above); {}, and {} marks the run unfinished: "
+                             "the same command measures only what is missing\n",
+                             done.failed.size(), ms.size(), what, progress_marker(o.output));
+    return 3;
   }
-  write_file(o.output, measurements_file_json(ms, "", fmt::format("tpsim microbench on {}", machine)).dump(2) + "\n");
-  std::cout << fmt::format("{}: {} measurements (tpsim calibrate --measurements {} --hardware ...)\n", o.output, ms.size(), o.output);
+  std::cout << fmt::format("{}: {} measurements (tpsim calibrate --measurements {} --hardware ...)\n", o.output, kept, o.output);
   return 0;
 }
 
