@@ -3,8 +3,9 @@
 
 Reads a tpsim measurement file whose GEMM rows carry the kernel cuBLAS ran ("kernel", as
 tools/torch_thin_gemm_bench.py and torch_op_bench.py record it) and writes the same file with
-a "plan" on every row whose kernel is one of cuBLAS 12.8+/13's nvjet kernels, so tpsim prices
-the tile and split-K cuBLAS chose instead of choosing its own:
+a "plan" on every row whose kernel is one of cuBLAS 12.8+/13's nvjet kernels, or the cuBLASLt
+algorithm `tpsim microbench` records ("cuBLASLt algo 66, tile 64x80, split-K 1, stages
+64xAUTO, ..."), so tpsim prices the tile and split-K cuBLAS chose instead of choosing its own:
 
     nvjet_sm90_tst_<N>x<M>_<K>x<stages>_<cluster>_..._[splitK_]<layout>
 
@@ -28,8 +29,20 @@ import tempfile
 NVJET = re.compile(r"nvjet_sm\d+_q*tst_(\d+)x(\d+)_(\d+)x\d+_\d+x\d+_[hv]_bz_(\S*)")
 
 
+# What tpsim microbench records of the algorithm cuBLASLt's heuristic gave (its config: the
+# tile in the output's rows x columns, the split-K slices, the stages' K depth).
+LT_CONFIG = re.compile(r"cuBLASLt algo \d+, tile (\d+)x(\d+), split-K (\d+), stages (\d+)x")
+
+
 def plan_of(row, sms, min_slice):
-    """The plan the row's nvjet kernel names, or None."""
+    """The plan the row's kernel names (an nvjet kernel, or a cuBLASLt config), or None."""
+    config = LT_CONFIG.search(row.get("kernel", ""))
+    if config:
+        tile_m, tile_n, split, tile_k = (int(g) for g in config.groups())
+        plan = {"tile": f"{tile_m}x{tile_n}x{tile_k}"}
+        if split > 1:
+            plan["split_k"] = split
+        return plan
     match = NVJET.search(row.get("kernel", ""))
     if not match:
         return None

@@ -62,7 +62,7 @@ TEST_CASE("a GEMM row keeps the vendor kernel that ran it, and other kinds refus
   const auto parse = [](const std::string& rows) {
     return parse_measurements(Json::parse(R"({"format": "tpsim-measurements", "measurements": [)" + rows + "]}"), "t.json");
   };
-  const std::string kernel = "cuBLASLt algo 66, tile 128x256, split-K 1, stages id 0, cluster 2x1x1, swizzle 0, reduction scheme 0";
+  const std::string kernel = "cuBLASLt algo 66, tile 128x256, split-K 1, stages 64xAUTO, cluster 2x1x1, swizzle 0, reduction scheme 0";
   const auto ms = parse(R"({"kind": "gemm", "m": 128, "n": 6656, "k": 16384, "dtype": "bf16", "time_us": 146, "kernel": ")" + kernel + R"("})");
   CHECK(ms.front().kernel == kernel);
   CHECK(measurement_json(ms.front()).at("kernel") == kernel);

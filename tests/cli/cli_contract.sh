@@ -250,6 +250,12 @@ if [ $rc = 0 ] && grep -q "261 GEMM rows name cuBLAS's plan" "$work/err" && [ "$
     "$tpsim" validate --hardware h100_sxm "$work/planned.json" > "$work/out" 2>&1 && grep -q "^gemm  *261 " "$work/out"; then
   echo "ok cuBLAS plans named from kernels"
 else echo "FAIL cuBLAS plans named from kernels: exit $rc, first plan $first_plan"; cat "$work/err" "$work/out"; fails=$((fails+1)); fi
+# The same from the cuBLASLt algorithms microbench records: tile, stages' K depth and split-K as given.
+python3 "$root/tools/cublas_plans.py" "$root/models/measurements/h100_sxm_microbench.json" -o "$work/planned_micro.json" 2> "$work/err"; rc=$?
+thin_plan="$(python3 -c 'import json,sys; print([json.dumps(r["plan"], sort_keys=True) for r in json.load(open(sys.argv[1]))["measurements"] if r["name"] == "gemm 64x3584x8192 bf16"][0])' "$work/planned_micro.json" 2> /dev/null)"
+if [ $rc = 0 ] && grep -q "37 GEMM rows name cuBLAS's plan" "$work/err" && [ "$thin_plan" = '{"split_k": 2, "tile": "64x80x64"}' ]; then
+  echo "ok cuBLAS plans named from cuBLASLt algorithms"
+else echo "FAIL cuBLAS plans named from cuBLASLt algorithms: exit $rc, plan $thin_plan"; cat "$work/err"; fails=$((fails+1)); fi
 printf '{"measurements": [{"kind": "gemm", "m": "big", "n": 8, "k": 8}]}' > "$work/bad_rows.json"
 python3 "$root/tools/cublas_plans.py" "$work/bad_rows.json" -o "$work/bad_planned.json" 2> "$work/err"; rc=$?
 if [ $rc = 2 ] && [ "$(wc -l < "$work/err")" = 1 ] && grep -q 'measurements\[0\]: a GEMM row needs' "$work/err" && [ ! -e "$work/bad_planned.json" ]; then
