@@ -88,7 +88,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
   if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
   if (names_kernel(k)) keys.push_back("kernel");
-  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged", "plan"});
+  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged", "plan", "heuristic_rank"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::peer_copy_with_gemm || is_collective(k) ||
       k == MeasurementKind::reduction)
@@ -142,6 +142,17 @@ GemmProblem::NamedPlan parse_named_plan(const ObjectReader& row, const GemmProbl
   if (split > p.k) fail_at(r.child_path("split_k"), fmt::format("{} slices of a K of {}", split, p.k));
   n.split_k = static_cast<int>(split);
   return n;
+}
+
+// Which of cuBLASLt's algorithms the row timed ("heuristic_rank": 0 is the heuristic's first
+// choice, what cuBLAS runs). Another is priced at the plan it names, so it must name one.
+void parse_heuristic_rank(const ObjectReader& r, GemmProblem& p) {
+  const std::int64_t rank = r.non_negative_int("heuristic_rank");
+  if (rank >= GemmProblem::kHeuristicAlgorithms)
+    fail_at(r.child_path("heuristic_rank"), fmt::format("{} is past the heuristic's first {} algorithms", rank, GemmProblem::kHeuristicAlgorithms));
+  if (rank > 0 && !p.named_plan.given())
+    fail_at(r.child_path("heuristic_rank"), "a row that timed another algorithm than the heuristic's first must name its \"plan\" (tile and split_k)");
+  p.heuristic_rank = static_cast<int>(rank);
 }
 
 // A grouped GEMM over groups of unequal size (torch._grouped_mm's offsets of unequal experts):
@@ -354,6 +365,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     if (m.gemm.grouped && m.gemm.batch < 2) fail_at(r.child_path("grouped"), "a grouped GEMM needs a \"batch\" of at least 2 groups");
     if (r.has("group_sizes") || r.has("ragged")) parse_group_sizes(r, m.gemm);
     if (r.has("plan")) m.gemm.named_plan = parse_named_plan(r, m.gemm);
+    if (r.has("heuristic_rank")) parse_heuristic_rank(r, m.gemm);
     check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path, m.gemm.batch);
   }
   if (has_bytes(m.kind)) {
@@ -481,6 +493,7 @@ Json measurement_json(const Measurement& m) {
       j["plan"] = {{"tile", fmt::format("{}x{}x{}", n.tile_m, n.tile_n, n.tile_k)}};
       if (n.split_k > 1) j["plan"]["split_k"] = n.split_k;
     }
+    if (m.gemm.heuristic_rank > 0) j["heuristic_rank"] = m.gemm.heuristic_rank;
   }
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;
   if (has_gpus(m.kind)) j["gpus"] = m.gpus;

@@ -26,6 +26,7 @@ Measurement sized(MeasurementKind kind, double bytes, int gpus) {
 }
 
 constexpr double kMiB = 1048576.0;
+constexpr int kHeuristicRanksTimed = 8;  // the heuristic's first choice and its next seven
 
 // Two GPUs, each running `g` while it copies `mib` MiB to the other: `gemm_with_peer_copy` times
 // the GEMM, `peer_copy_with_gemm` the copy.
@@ -62,6 +63,16 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
         out.push_back(gemm(m, n, k, dtype));
         out.back().kind = kind;
         if (kind == MeasurementKind::gemm_pair) out.back().name += " x2 on two streams";
+      }
+  // The same thin submatmuls run by the heuristic's next algorithms (ranks 1-7: other tiles, other
+  // thread-block clusters, other splits), each priced at the plan it ran: how a kernel's tile and
+  // cluster set its time apart from its shape (cluster multicast, the small tiles' step floor).
+  for (const auto& [n, k] : weights)
+    for (std::int64_t m : {128, 256, 512})
+      for (int rank = 1; rank < kHeuristicRanksTimed; ++rank) {
+        out.push_back(gemm(m, n, k, dtype));
+        out.back().gemm.heuristic_rank = rank;
+        out.back().name += fmt::format(", cuBLASLt algorithm {}", rank);
       }
   out.push_back(gemm(8192, 8192, 8192, dtype));  // two that fill the GPU alone: about twice one
   out.back().kind = MeasurementKind::gemm_pair;

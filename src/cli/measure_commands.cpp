@@ -128,13 +128,11 @@ int microbench(const MeasureOptions& o) {
   const std::string machine = machine_name(gpus);
   const MicrobenchFiles files{o.output, fmt::format("tpsim microbench on {}, median of {} repeats", machine, o.repeat),
                               fmt::format("tpsim microbench on {}", machine)};
-  const auto measure_row = [&](const Measurement& row) {
-    Measurement m = measure_on_gpus(row, run);
-    if (m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::gemm_pair) m.kernel = cuda_gemm_algo(m.gemm);
-    return m;
-  };
+  const auto measure_row = [&](const Measurement& row) { return measure_microbench_row(row, run); };
   const MicrobenchOutcome done = run_microbench(ms, files, measure_row, std::cout);
   const int kept = done.measured + done.resumed;
+  if (done.not_offered > 0)
+    std::cout << fmt::format("{} row(s) time cuBLASLt algorithms this machine's heuristic does not offer: left out\n", done.not_offered);
   if (done.resumed > 0) std::cout << fmt::format("resumed: {} row(s) kept from the unfinished run\n", done.resumed);
   if (!done.failed.empty()) {
     const std::string what = kept > 0 ? fmt::format("{} keeps the other {}", o.output, kept) : "nothing was written";

@@ -42,7 +42,7 @@ std::map<std::string, Measurement> kept_rows(const std::vector<Measurement>& pla
 std::string progress_marker(const std::string& output) { return output + ".progress"; }
 
 MicrobenchOutcome run_microbench(const std::vector<Measurement>& plan, const MicrobenchFiles& files,
-                                 const std::function<Measurement(const Measurement&)>& measure, std::ostream& log) {
+                                 const std::function<std::optional<Measurement>(const Measurement&)>& measure, std::ostream& log) {
   // Every row the file holds, measured now or kept: each save writes them all in the plan's order,
   // so a stop at any row loses none of them.
   std::map<std::string, Measurement> have = kept_rows(plan, files);
@@ -59,7 +59,13 @@ MicrobenchOutcome run_microbench(const std::vector<Measurement>& plan, const Mic
   for (const Measurement& row : plan) {
     if (have.count(row.name)) continue;
     try {
-      Measurement m = measure(row);
+      std::optional<Measurement> measured = measure(row);
+      if (!measured) {
+        log << fmt::format("{:<52} not offered here: left out\n", row.name);
+        ++out.not_offered;
+        continue;
+      }
+      Measurement m = std::move(*measured);
       m.source = files.source;
       log << fmt::format("{:<52} {:>12.2f} us{}\n", m.name, m.time_us, m.kernel.empty() ? "" : "  " + m.kernel);
       have.emplace(row.name, std::move(m));

@@ -8,7 +8,7 @@
 
 namespace tpsim {
 
-inline constexpr int kCudaBackendAbi = 2;
+inline constexpr int kCudaBackendAbi = 3;
 
 struct CudaBackendApi {
   int abi = kCudaBackendAbi;
@@ -18,6 +18,7 @@ struct CudaBackendApi {
   double (*time_tiny_kernel_us)(const GpuRunOptions&) = nullptr;
   std::vector<std::vector<OpSample>> (*run_on_gpus)(const Dag&, const LaunchPlan&, const GpuRunOptions&) = nullptr;
   std::string (*gemm_algo)(const GemmProblem&) = nullptr;
+  int (*gemm_algorithm_count)(const GemmProblem&) = nullptr;
 };
 
 }  // namespace tpsim

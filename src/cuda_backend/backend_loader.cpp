@@ -90,5 +90,6 @@ std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan&
   return api_or_throw().run_on_gpus(dag, plan, options);
 }
 std::string cuda_gemm_algo(const GemmProblem& p) { return api_or_throw().gemm_algo(p); }
+int cuda_gemm_algorithm_count(const GemmProblem& p) { return api_or_throw().gemm_algorithm_count(p); }
 
 }  // namespace tpsim

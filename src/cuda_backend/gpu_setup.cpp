@@ -1,6 +1,7 @@
 #include "gpu_setup.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -117,14 +118,20 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
     TPSIM_GPU_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const std::size_t ws = kWorkspaceBytes;
     TPSIM_GPU_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasLtMatmulHeuristicResult_t result{};
+    // The heuristic's algorithms in its order; the first is what cuBLAS runs.
+    std::vector<cublasLtMatmulHeuristicResult_t> results(GemmProblem::kHeuristicAlgorithms);
     int found = 0;
-    TPSIM_GPU_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, g.desc, g.a, g.b, g.c, g.c, pref, 1, &result, &found));
+    TPSIM_GPU_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, g.desc, g.a, g.b, g.c, g.c, pref, static_cast<int>(results.size()),
+                                                   results.data(), &found));
     cublasLtMatmulPreferenceDestroy(pref);
     pref = nullptr;
     if (found == 0)
       throw GpuError(fmt::format("cuBLASLt has no algorithm for {}x{}x{} {}", p.m, p.n, p.k, dtype_name(p.dtype)));
-    g.algo = result.algo;
+    if (found <= p.heuristic_rank)
+      throw GpuError(fmt::format("cuBLASLt's heuristic offers {} algorithm(s) for {}x{}x{} {}, none of rank {}", found, p.m, p.n,
+                                 p.k, dtype_name(p.dtype), p.heuristic_rank));
+    g.algo = results[static_cast<std::size_t>(p.heuristic_rank)].algo;
+    g.offered = found;
   } catch (...) {
     // Whatever was created before the failure is released: a caller that goes on
     // (microbench's next shape) leaks nothing.

@@ -26,6 +26,7 @@ struct LtGemm {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   std::size_t a_bytes = 0, b_bytes = 0, c_bytes = 0;
+  int offered = 0;  // algorithms the heuristic offers (at most GemmProblem::kHeuristicAlgorithms)
 };
 
 struct RankState {
@@ -51,8 +52,8 @@ struct RankState {
 
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
-// cuBLASLt's layouts and descriptor for `p`, and the algorithm its heuristic ranks first
-// (what the backend runs). Throws GpuError when it has none.
+// cuBLASLt's layouts and descriptor for `p`, and the algorithm its heuristic ranks first (what
+// the backend runs), or ranks p.heuristic_rank. Throws GpuError when it has none such.
 LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p);
 void destroy_gemm(LtGemm& g);
 

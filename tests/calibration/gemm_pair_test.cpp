@@ -103,12 +103,27 @@ TEST_CASE("microbench measures async TP's thin submatmuls alone and in pairs", "
   for (const Measurement& m : microbench_measurements(8, Dtype::bf16)) {
     const bool async_tp_weight = (m.gemm.n == 6656 && (m.gemm.k == 4096 || m.gemm.k == 16384)) ||
                                  (m.gemm.n == 4096 && m.gemm.k == 14336) || (m.gemm.n == 3584 && m.gemm.k == 8192);
-    if (!async_tp_weight || (m.kind != MeasurementKind::gemm && m.kind != MeasurementKind::gemm_pair)) continue;
+    if (!async_tp_weight || (m.kind != MeasurementKind::gemm && m.kind != MeasurementKind::gemm_pair) || m.gemm.heuristic_rank > 0)
+      continue;
     CHECK(m.gemm.m <= 1024);
     ++(m.kind == MeasurementKind::gemm_pair ? pairs : thin);
   }
   CHECK(thin == 20);
   CHECK(pairs == 20);
+}
+
+TEST_CASE("microbench times the thin submatmuls under the heuristic's next seven algorithms too", "[measurement]") {
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::set<int>> ranks;  // shape -> ranks timed
+  std::set<std::string> names;
+  for (const Measurement& m : microbench_measurements(1, Dtype::bf16)) {
+    if (m.gemm.heuristic_rank == 0) continue;
+    CHECK(m.kind == MeasurementKind::gemm);
+    CHECK(m.gemm.heuristic_rank < GemmProblem::kHeuristicAlgorithms);
+    CHECK(names.insert(m.name).second);  // a resumed run tells rows apart by name
+    ranks[{m.gemm.m, m.gemm.n, m.gemm.k}].insert(m.gemm.heuristic_rank);
+  }
+  CHECK(ranks.size() == 12);  // 128, 256 and 512 rows against each of the four weights
+  for (const auto& [shape, timed] : ranks) CHECK(timed == std::set<int>{1, 2, 3, 4, 5, 6, 7});
 }
 
 TEST_CASE("microbench times each of NCCL's ring protocols at two sizes: its start-up apart from its rate", "[measurement]") {

@@ -3,6 +3,7 @@
 #include "support/catch.hpp"
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -39,8 +40,10 @@ struct FakeGpu {
   std::vector<std::string> measured{};
   std::string fail_on{};  // this row throws GpuError
   std::string stop_on{};  // this row ends the process (any other exception)
-  Measurement operator()(const Measurement& row) {
+  std::string absent{};   // this machine has nothing to run for this row
+  std::optional<Measurement> operator()(const Measurement& row) {
     if (row.name == fail_on) throw GpuError("cuBLASLt has no algorithm");
+    if (row.name == absent) return std::nullopt;
     if (row.name == stop_on) throw std::runtime_error("killed");
     measured.push_back(row.name);
     Measurement m = row;
@@ -148,4 +151,20 @@ TEST_CASE("An unfinished microbench is not resumed by another machine or plan, a
   const MicrobenchOutcome fresh = run_microbench(plan, s.files(), std::ref(again), log);
   CHECK(fresh.resumed == 0);
   CHECK(again.measured.size() == 6);
+}
+
+TEST_CASE("A row this machine has nothing to run for is left out without failing the run", "[cuda][microbench]") {
+  const Scratch s("absent");
+  const auto plan = one_gpu_plan();
+  FakeGpu gpu(plan);
+  gpu.absent = plan[1].name;
+  std::ostringstream log;
+  const MicrobenchOutcome out = run_microbench(plan, s.files(), std::ref(gpu), log);
+  CHECK(out.measured == 5);
+  CHECK(out.not_offered == 1);
+  CHECK(out.failed.empty());
+  CHECK(log.str().find(plan[1].name + std::string(" ")) != std::string::npos);
+  CHECK(log.str().find("not offered here") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(progress_marker(s.files().output)));
+  CHECK(load_measurements_file(s.files().output).size() == 5);
 }

@@ -41,6 +41,11 @@ struct GemmProblem {
     bool given() const { return tile_m > 0; }
     friend auto operator<=>(const NamedPlan&, const NamedPlan&) = default;
   } named_plan{};
+  // Which of the library heuristic's algorithms runs it, in the heuristic's order: 0, its first
+  // choice, is what cuBLAS runs. Only a measurement times another (what the other tiles and
+  // clusters cuBLASLt offers take); tpsim prices such a row at its named plan.
+  int heuristic_rank = 0;
+  static constexpr int kHeuristicAlgorithms = 32;  // the most the heuristic is asked for
   // Every field, in order: two problems plan alike exactly when they compare equal.
   friend auto operator<=>(const GemmProblem&, const GemmProblem&) = default;
   bool ragged() const { return !group_sizes.empty(); }

@@ -5,6 +5,7 @@
 // time limit, a lost GPU) keeps what it measured, and the same command resumes it.
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct MicrobenchFiles {
 struct MicrobenchOutcome {
   int measured = 0;                 // rows this run measured
   int resumed = 0;                  // rows kept from the unfinished run it resumed
+  int not_offered = 0;              // rows this machine has nothing to run for (see run_microbench)
   std::vector<std::string> failed;  // "name: why" of rows the GPUs could not run (left out of the file)
 };
 
@@ -29,10 +31,12 @@ std::string progress_marker(const std::string& output);
 
 // Measures every row of `plan` that an unfinished run of the same output has not kept, with
 // `measure`, which throws GpuError for a row the GPUs could not run: that row is reported and
-// left out, and the marker stays so the same command retries it. Without a marker an existing
+// left out, and the marker stays so the same command retries it. `measure` returns nullopt for
+// a row this machine has nothing to run for (an algorithm its cuBLASLt does not offer): left
+// out, said so, and not a failure. Without a marker an existing
 // output is replaced. A kept row measured elsewhere (another `source`), or one the plan does
 // not hold, is an InputError naming the marker. `log` gets a line per row.
 MicrobenchOutcome run_microbench(const std::vector<Measurement>& plan, const MicrobenchFiles& files,
-                                 const std::function<Measurement(const Measurement&)>& measure, std::ostream& log);
+                                 const std::function<std::optional<Measurement>(const Measurement&)>& measure, std::ostream& log);
 
 }  // namespace tpsim
