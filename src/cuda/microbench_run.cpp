@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <map>
 #include <ostream>
+#include <set>
+#include <stdexcept>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -18,17 +20,18 @@ namespace {
 // The rows an unfinished run kept, by name; empty when there is none to resume.
 std::map<std::string, Measurement> kept_rows(const std::vector<Measurement>& plan, const MicrobenchFiles& files) {
   std::map<std::string, Measurement> kept;
+  std::set<std::string> planned;  // a resumed run tells rows apart by name
+  for (const Measurement& m : plan)
+    if (!planned.insert(m.name).second) throw std::logic_error("microbench plans two rows named " + m.name);
   const std::string marker = progress_marker(files.output);
   std::error_code ec;
   if (!std::filesystem::exists(marker, ec) || !std::filesystem::exists(files.output, ec)) return kept;
-  std::map<std::string, bool> planned;
-  for (const Measurement& m : plan) planned[m.name] = true;
   for (Measurement& m : load_measurements_file(files.output)) {
     if (m.source != files.source)
       throw InputError(fmt::format("{}: an unfinished microbench whose row \"{}\" was measured as \"{}\", where this run is \"{}\": "
                                    "resume it with the same GPUs and --repeat, or remove {} to start afresh",
                                    files.output, m.name, m.source, files.source, marker));
-    if (!planned.count(m.name))
+    if (!planned.contains(m.name))
       throw InputError(fmt::format("{}: an unfinished microbench with a row this run does not plan (\"{}\": another --dtype or "
                                    "--gpus?): resume it with the same options, or remove {} to start afresh",
                                    files.output, m.name, marker));

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -167,4 +168,18 @@ TEST_CASE("A row this machine has nothing to run for is left out without failing
   CHECK(log.str().find("not offered here") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(progress_marker(s.files().output)));
   CHECK(load_measurements_file(s.files().output).size() == 5);
+}
+
+TEST_CASE("Every microbench row has a name of its own, by which a resumed run finds it", "[cuda][microbench]") {
+  for (int gpus : {1, 2, 8}) {
+    std::set<std::string> names;
+    for (const Measurement& m : microbench_measurements(gpus, Dtype::bf16)) CHECK(names.insert(m.name).second);
+  }
+  const Scratch s("twins");
+  auto plan = one_gpu_plan();
+  plan.push_back(plan.front());
+  FakeGpu gpu(plan);
+  std::ostringstream log;
+  CHECK_THROWS_AS(run_microbench(plan, s.files(), std::ref(gpu), log), std::logic_error);
+  CHECK(gpu.measured.empty());
 }
