@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <optional>
 #include <set>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
