@@ -59,6 +59,14 @@ std::vector<Measurement> one_gpu_plan() {
   return plan;
 }
 
+// A run of `plan` into `s` stopped (its process killed) when it reached row `at`.
+void run_stopped_at(const Scratch& s, const std::vector<Measurement>& plan, std::size_t at) {
+  FakeGpu gpu(plan);
+  gpu.stop_on = plan[at].name;
+  std::ostringstream log;
+  CHECK_THROWS_AS(run_microbench(plan, s.files(), std::ref(gpu), log), std::runtime_error);
+}
+
 }  // namespace
 
 TEST_CASE("A microbench writes every row it measured and leaves no progress marker when it ends", "[cuda][microbench]") {
@@ -95,9 +103,7 @@ TEST_CASE("A row the GPUs cannot run is left out and retried by the same command
   CHECK(std::filesystem::exists(progress_marker(s.files().output)));
   CHECK(load_measurements_file(s.files().output).size() == 5);
 
-  FakeGpu stopped(plan);  // a resumed run stopped at its first row loses none of the kept rows
-  stopped.stop_on = plan[2].name;
-  CHECK_THROWS_AS(run_microbench(plan, s.files(), std::ref(stopped), log), std::runtime_error);
+  run_stopped_at(s, plan, 2);  // a resumed run stopped at its first row loses none of the kept rows
   CHECK(load_measurements_file(s.files().output).size() == 5);
 
   FakeGpu second(plan);
@@ -113,14 +119,12 @@ TEST_CASE("A row the GPUs cannot run is left out and retried by the same command
 TEST_CASE("A microbench stopped part way keeps the rows measured before the stop, and resumes after them", "[cuda][microbench]") {
   const Scratch s("stopped");
   const auto plan = one_gpu_plan();
-  FakeGpu first(plan);
-  first.stop_on = plan[3].name;
-  std::ostringstream log;
-  CHECK_THROWS_AS(run_microbench(plan, s.files(), std::ref(first), log), std::runtime_error);
+  run_stopped_at(s, plan, 3);
   CHECK(load_measurements_file(s.files().output).size() == 3);
   CHECK(std::filesystem::exists(progress_marker(s.files().output)));
 
   FakeGpu second(plan);
+  std::ostringstream log;
   const MicrobenchOutcome b = run_microbench(plan, s.files(), std::ref(second), log);
   CHECK(b.resumed == 3);
   CHECK(second.measured == std::vector<std::string>{plan[3].name, plan[4].name, plan[5].name});
@@ -131,12 +135,10 @@ TEST_CASE("An unfinished microbench is not resumed by another machine or plan, a
           "[cuda][microbench]") {
   const Scratch s("refused");
   const auto plan = one_gpu_plan();
-  FakeGpu first(plan);
-  first.stop_on = plan[3].name;
-  std::ostringstream log;
-  CHECK_THROWS_AS(run_microbench(plan, s.files(), std::ref(first), log), std::runtime_error);
+  run_stopped_at(s, plan, 3);
 
   FakeGpu other(plan);
+  std::ostringstream log;
   const MicrobenchFiles elsewhere = s.files("tpsim microbench on 1 x another GPU, median of 10 repeats");
   CHECK_THROWS_WITH(run_microbench(plan, elsewhere, std::ref(other), log),
                     Catch::Contains("was measured as") && Catch::Contains("micro.json.progress"));
