@@ -244,6 +244,9 @@ int main(int argc, char** argv) {
   microbench->add_option("--repeat", mb.repeat, "timed repeats (default 10)")->check(CLI::PositiveNumber);
   microbench->add_option("--warmup", mb.warmup, "untimed repeats first (default 3)")->check(CLI::NonNegativeNumber);
   microbench->add_flag("--dry-run", mb.dry_run, "list the measurements instead of running them");
+  microbench->add_option("--only", mb.only,
+                         "measure only the rows whose names contain TEXT (repeatable); the rest wait in the unfinished run, "
+                         "which the same command without --only completes");
   tpsim::CalibrationRequest calib;
   std::string calib_out, calib_report, calib_only;
   auto* calibrate = app.add_subcommand("calibrate", "fit a hardware model's physical parameters to measurements");

@@ -1,11 +1,13 @@
 #include "measure_commands.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <tuple>
 #include <variant>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tpsim/analysis/metrics.hpp"
 #include "tpsim/app/side_by_side.hpp"
@@ -115,8 +117,20 @@ int microbench(const MeasureOptions& o) {
   if (!o.dry_run && gpus > cuda_device_count())
     throw GpuError(fmt::format("--gpus {}: this machine has {} usable GPU(s)", gpus, cuda_device_count()));
   std::vector<Measurement> ms = microbench_measurements(gpus, *dtype);
+  const auto wanted = [&](const Measurement& m) {
+    if (o.only.empty()) return true;
+    for (const std::string& text : o.only)
+      if (m.name.find(text) != std::string::npos) return true;
+    return false;
+  };
+  if (std::none_of(ms.begin(), ms.end(), wanted)) {
+    std::vector<std::string> quoted;
+    for (const std::string& text : o.only) quoted.push_back(fmt::format("\"{}\"", text));
+    throw InputError(fmt::format("--only: no row's name contains {} (microbench --dry-run lists them)", fmt::join(quoted, " or ")));
+  }
   if (o.dry_run) {
     for (const auto& m : ms) {
+      if (!wanted(m)) continue;
       const MeasurementDag md = measurement_dag(m);
       std::cout << fmt::format("{:<52} {} GPU(s), {} launches\n", m.name, md.dag.ranks(), md.dag.size());
     }
@@ -129,11 +143,14 @@ int microbench(const MeasureOptions& o) {
   const MicrobenchFiles files{o.output, fmt::format("tpsim microbench on {}, median of {} repeats", machine, o.repeat),
                               fmt::format("tpsim microbench on {}", machine)};
   const auto measure_row = [&](const Measurement& row) { return measure_microbench_row(row, run); };
-  const MicrobenchOutcome done = run_microbench(ms, files, measure_row, std::cout);
+  const MicrobenchOutcome done = run_microbench(ms, files, measure_row, std::cout, wanted);
   const int kept = done.measured + done.resumed;
   if (done.not_offered > 0)
     std::cout << fmt::format("{} row(s) time cuBLASLt algorithms this machine's heuristic does not offer: left out\n", done.not_offered);
   if (done.resumed > 0) std::cout << fmt::format("resumed: {} row(s) kept from the unfinished run\n", done.resumed);
+  if (done.waiting > 0)
+    std::cout << fmt::format("{} row(s) wait for a run without --only (or with other --only): {} marks the run unfinished\n", done.waiting,
+                             progress_marker(o.output));
   if (!done.failed.empty()) {
     const std::string what = kept > 0 ? fmt::format("{} keeps the other {}", o.output, kept) : "nothing was written";
     std::cerr << fmt::format("tpsim: error: {} of {} rows failed on the GPUs (above); {}, and {} marks the run unfinished: "

@@ -2,6 +2,7 @@
 // `tpsim measure` and `tpsim microbench`: run DAGs on real GPUs through the CUDA
 // backend (or print what would run, with --dry-run, on any machine).
 #include <string>
+#include <vector>
 
 namespace tpsim::cli {
 
@@ -14,6 +15,7 @@ struct MeasureOptions {
   int repeat = 10;
   int gpus = 0;  // microbench: 0 = every GPU
   std::string dtype = "bf16";
+  std::vector<std::string> only;  // microbench: measure only rows whose names contain one of these
 };
 
 int measure(const std::string& scenario_file, const MeasureOptions& o);

@@ -45,7 +45,8 @@ std::map<std::string, Measurement> kept_rows(const std::vector<Measurement>& pla
 std::string progress_marker(const std::string& output) { return output + ".progress"; }
 
 MicrobenchOutcome run_microbench(const std::vector<Measurement>& plan, const MicrobenchFiles& files,
-                                 const std::function<std::optional<Measurement>(const Measurement&)>& measure, std::ostream& log) {
+                                 const std::function<std::optional<Measurement>(const Measurement&)>& measure, std::ostream& log,
+                                 const std::function<bool(const Measurement&)>& wanted) {
   // Every row the file holds, measured now or kept: each save writes them all in the plan's order,
   // so a stop at any row loses none of them.
   std::map<std::string, Measurement> have = kept_rows(plan, files);
@@ -61,6 +62,10 @@ MicrobenchOutcome run_microbench(const std::vector<Measurement>& plan, const Mic
   };
   for (const Measurement& row : plan) {
     if (have.count(row.name)) continue;
+    if (wanted && !wanted(row)) {
+      ++out.waiting;
+      continue;
+    }
     try {
       std::optional<Measurement> measured = measure(row);
       if (!measured) {
@@ -79,7 +84,7 @@ MicrobenchOutcome run_microbench(const std::vector<Measurement>& plan, const Mic
       out.failed.push_back(fmt::format("{}: {}", row.name, e.what()));
     }
   }
-  if (out.failed.empty()) {
+  if (out.failed.empty() && out.waiting == 0) {
     std::error_code ec;
     std::filesystem::remove(marker, ec);
     if (ec) throw OutputError(fmt::format("{}: could not remove the progress marker ({}); {} is whole", marker, ec.message(), files.output));

@@ -197,6 +197,12 @@ if [ $rc = 3 ] && grep -qE "could not be loaded|without the CUDA backend" "$work
   echo "ok a broken plugin is one line"; else echo "FAIL broken plugin: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
 # Without enough GPUs (or without the CUDA backend in this build) measure and microbench say so: exit 3, one line.
 if [ "$("$tpsim" microbench --dry-run | wc -l)" -gt 20 ]; then echo "ok microbench --dry-run"; else echo "FAIL microbench --dry-run"; fails=$((fails+1)); fi
+only="$("$tpsim" microbench --dry-run --only "cuBLASLt algorithm" --only launch)"
+if [ "$(wc -l <<< "$only")" = 85 ] && [ "$(grep -c "cuBLASLt algorithm [1-7] " <<< "$only")" = 84 ]; then echo "ok microbench --only"
+else echo "FAIL microbench --only: $(wc -l <<< "$only") rows"; fails=$((fails+1)); fi
+"$tpsim" microbench --dry-run --only "no such row" > /dev/null 2> "$work/err"; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l < "$work/err")" = 1 ] && grep -q -- '--only: no row' "$work/err"; then echo "ok microbench --only matching nothing is one line"
+else echo "FAIL microbench --only matching nothing: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
 if ! nvidia-smi -L > /dev/null 2>&1; then
   "$tpsim" measure "$root/scenarios/quickstart.json" -o "$work/measured.json" > /dev/null 2> "$work/err"; rc=$?
   if [ $rc = 3 ] && grep -qE "GPUs, this machine has|without the CUDA backend" "$work/err" && [ "$(wc -l < "$work/err")" = 1 ] && [ ! -e "$work/measured.json" ]; then

@@ -184,3 +184,24 @@ TEST_CASE("Every microbench row has a name of its own, by which a resumed run fi
   CHECK_THROWS_AS(run_microbench(plan, s.files(), std::ref(gpu), log), std::logic_error);
   CHECK(gpu.measured.empty());
 }
+
+TEST_CASE("A microbench of some rows leaves the rest waiting, and the same output's next run measures only those", "[cuda][microbench]") {
+  const Scratch s("only");
+  const auto plan = one_gpu_plan();
+  const auto first_two = [&](const Measurement& m) { return m.name == plan[0].name || m.name == plan[1].name; };
+  FakeGpu some(plan);
+  std::ostringstream log;
+  const MicrobenchOutcome a = run_microbench(plan, s.files(), std::ref(some), log, first_two);
+  CHECK(some.measured == std::vector<std::string>{plan[0].name, plan[1].name});
+  CHECK(a.waiting == 4);
+  CHECK(std::filesystem::exists(progress_marker(s.files().output)));  // not whole yet
+  CHECK(load_measurements_file(s.files().output).size() == 2);
+
+  FakeGpu rest(plan);
+  const MicrobenchOutcome b = run_microbench(plan, s.files(), std::ref(rest), log);
+  CHECK(rest.measured.size() == 4);
+  CHECK(b.resumed == 2);
+  CHECK(b.waiting == 0);
+  CHECK_FALSE(std::filesystem::exists(progress_marker(s.files().output)));
+  CHECK(load_measurements_file(s.files().output).size() == 6);
+}
