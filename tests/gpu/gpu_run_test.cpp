@@ -2,6 +2,10 @@
 // and measured runs that have the shape of simulated ones.
 #include "support/catch.hpp"
 
+#include <algorithm>
+#include <set>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "support/simulate.hpp"
@@ -122,6 +126,28 @@ TEST_CASE("A stand-in holds the GPU for the time it is given, and a GEMM after i
   CHECK(held < 330);
   // The GEMM, launched beside it, cannot finish before the SMs are free again.
   CHECK(median_span_us(samples, gemm, true) > 300);
+}
+
+TEST_CASE("cuBLASLt's next algorithms for a thin GEMM are other kernels, each timed and named with the plan it ran", "[gpu]") {
+  Measurement row = gemm(256);
+  row.gemm = {256, 3584, 8192, Dtype::bf16};
+  const int offered = cuda_gemm_algorithm_count(row.gemm);
+  INFO(offered << " algorithms offered");
+  REQUIRE(offered >= 2);
+  CHECK(offered <= GemmProblem::kHeuristicAlgorithms);
+  std::set<std::string> kernels;
+  for (int rank = 0; rank < std::min(offered, 4); ++rank) {
+    row.gemm.heuristic_rank = rank;
+    const auto m = measure_microbench_row(row, GpuRunOptions{.warmup = 1, .repeats = 3, .stand_in_us = {}});
+    REQUIRE(m.has_value());
+    INFO(m->kernel);
+    CHECK(m->time_us > 0);
+    CHECK(m->gemm.named_plan.given() == (rank > 0));  // the first is cuBLAS's own choice, priced as tpsim chooses
+    kernels.insert(m->kernel);
+  }
+  CHECK(kernels.size() >= 2);
+  row.gemm.heuristic_rank = offered;  // one past what the heuristic offers: nothing to run
+  CHECK_FALSE(measure_microbench_row(row, GpuRunOptions{.warmup = 1, .repeats = 3, .stand_in_us = {}}).has_value());
 }
 
 TEST_CASE("On a GPU with a shipped model (H100 SXM, H200) every microbench row is within 1.5x of it", "[gpu][h100]") {
