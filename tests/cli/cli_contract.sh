@@ -253,9 +253,14 @@ if [ -n "$fitted" ] && [ "$fitted" = "$shipped" ]; then echo "ok H200 power law"
 python3 "$root/tools/cublas_plans.py" "$root/models/measurements/h100_sxm_thin_gemm.json" -o "$work/planned.json" 2> "$work/err"; rc=$?
 first_plan="$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["measurements"][0]["plan"], sort_keys=True))' "$work/planned.json" 2> /dev/null)"
 if [ $rc = 0 ] && grep -q "261 GEMM rows name cuBLAS's plan" "$work/err" && [ "$first_plan" = '{"split_k": 2, "tile": "32x64x64"}' ] &&
-    "$tpsim" validate --hardware h100_sxm "$work/planned.json" > "$work/out" 2>&1 && grep -q "^gemm  *261 " "$work/out"; then
+    "$tpsim" validate --hardware h100_sxm "$work/planned.json" --json "$work/planned_rows.json" > "$work/out" 2>&1 && grep -q "^gemm  *261 " "$work/out"; then
   echo "ok cuBLAS plans named from kernels"
 else echo "FAIL cuBLAS plans named from kernels: exit $rc, first plan $first_plan"; cat "$work/err" "$work/out"; fails=$((fails+1)); fi
+# Those rows' errors by the kernel's cluster and the weight's size: every bf16 and fp8 row in a group.
+python3 "$root/tools/errors_by_kernel.py" "$work/planned.json" "$work/planned_rows.json" > "$work/by_kernel" 2> "$work/err"; rc=$?
+grouped="$(awk '$1 == "bf16" || $1 == "fp8" { n += $(NF-2) } END { print n }' "$work/by_kernel")"
+if [ $rc = 0 ] && [ "$grouped" = 261 ] && grep -qE '^bf16 +2 +>= 40 MB +130 ' "$work/by_kernel"; then echo "ok errors by kernel cluster"
+else echo "FAIL errors by kernel cluster: exit $rc, $grouped rows grouped"; cat "$work/by_kernel" "$work/err"; fails=$((fails+1)); fi
 # The same from the cuBLASLt algorithms microbench records: tile, stages' K depth and split-K as given.
 python3 "$root/tools/cublas_plans.py" "$root/models/measurements/h100_sxm_microbench.json" -o "$work/planned_micro.json" 2> "$work/err"; rc=$?
 thin_plan="$(python3 -c 'import json,sys; print([json.dumps(r["plan"], sort_keys=True) for r in json.load(open(sys.argv[1]))["measurements"] if r["name"] == "gemm 64x3584x8192 bf16"][0])' "$work/planned_micro.json" 2> /dev/null)"
