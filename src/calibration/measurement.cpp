@@ -88,7 +88,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
   if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
   if (names_kernel(k)) keys.push_back("kernel");
-  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged", "plan", "heuristic_rank"});
+  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged", "plan", "heuristic_rank", "cluster"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::peer_copy_with_gemm || is_collective(k) ||
       k == MeasurementKind::reduction)
@@ -153,6 +153,19 @@ void parse_heuristic_rank(const ObjectReader& r, GemmProblem& p) {
   if (rank > 0 && !p.named_plan.given())
     fail_at(r.child_path("heuristic_rank"), "a row that timed another algorithm than the heuristic's first must name its \"plan\" (tile and split_k)");
   p.heuristic_rank = static_cast<int>(rank);
+}
+
+// The thread-block cluster the row made the algorithm run in ("cluster": "2x4", CTAs along C's
+// rows x columns). Priced at the plan the row names, so it must name one.
+void parse_cluster(const ObjectReader& r, GemmProblem& p) {
+  const std::string text = r.string("cluster");
+  const auto extents = parse_extents(text, 2, GemmProblem::kMaxClusterCtas);
+  if (!extents || (*extents)[0] * (*extents)[1] > GemmProblem::kMaxClusterCtas)
+    fail_at(r.child_path("cluster"), fmt::format("must look like \"2x4\" (CTAs along rows x columns, at most {} in all), got \"{}\"",
+                                                 GemmProblem::kMaxClusterCtas, text));
+  if (!p.named_plan.given())
+    fail_at(r.child_path("cluster"), "a row that made its algorithm run in another cluster must name its \"plan\" (tile and split_k)");
+  p.cluster = {(*extents)[0], (*extents)[1]};
 }
 
 // A grouped GEMM over groups of unequal size (torch._grouped_mm's offsets of unequal experts):
@@ -366,6 +379,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     if (r.has("group_sizes") || r.has("ragged")) parse_group_sizes(r, m.gemm);
     if (r.has("plan")) m.gemm.named_plan = parse_named_plan(r, m.gemm);
     if (r.has("heuristic_rank")) parse_heuristic_rank(r, m.gemm);
+    if (r.has("cluster")) parse_cluster(r, m.gemm);
     check_gemm_fits(m.gemm.m, m.gemm.n, m.gemm.k, path, m.gemm.batch);
   }
   if (has_bytes(m.kind)) {
@@ -494,6 +508,7 @@ Json measurement_json(const Measurement& m) {
       if (n.split_k > 1) j["plan"]["split_k"] = n.split_k;
     }
     if (m.gemm.heuristic_rank > 0) j["heuristic_rank"] = m.gemm.heuristic_rank;
+    if (m.gemm.cluster.given()) j["cluster"] = fmt::format("{}x{}", m.gemm.cluster.m, m.gemm.cluster.n);
   }
   if (has_bytes(m.kind)) j["bytes"] = m.bytes;
   if (has_gpus(m.kind)) j["gpus"] = m.gpus;

@@ -74,6 +74,18 @@ std::vector<Measurement> microbench_measurements(int gpus, Dtype dtype) {
         out.back().gemm.heuristic_rank = rank;
         out.back().name += fmt::format(", cuBLASLt algorithm {}", rank);
       }
+  // The heuristic's first algorithm for the same submatmuls made to run in each cluster of up to 8
+  // CTAs: same tile, stages and split, only the cluster changes, so what its CTAs' shared operand
+  // loads (TMA multicast) buy comes apart from the tile and the shape. A cluster the algorithm
+  // cannot run in is left out on that machine.
+  const GemmProblem::Cluster clusters[] = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 4}, {4, 2}, {2, 4}};
+  for (const auto& [n, k] : weights)
+    for (std::int64_t m : {128, 256, 512})
+      for (const GemmProblem::Cluster& cluster : clusters) {
+        out.push_back(gemm(m, n, k, dtype));
+        out.back().gemm.cluster = cluster;
+        out.back().name += fmt::format(", cluster {}x{}", cluster.m, cluster.n);
+      }
   out.push_back(gemm(8192, 8192, 8192, dtype));  // two that fill the GPU alone: about twice one
   out.back().kind = MeasurementKind::gemm_pair;
   out.back().name += " x2 on two streams";

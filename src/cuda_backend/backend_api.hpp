@@ -8,7 +8,7 @@
 
 namespace tpsim {
 
-inline constexpr int kCudaBackendAbi = 3;
+inline constexpr int kCudaBackendAbi = 4;
 
 struct CudaBackendApi {
   int abi = kCudaBackendAbi;
@@ -19,6 +19,7 @@ struct CudaBackendApi {
   std::vector<std::vector<OpSample>> (*run_on_gpus)(const Dag&, const LaunchPlan&, const GpuRunOptions&) = nullptr;
   std::string (*gemm_algo)(const GemmProblem&) = nullptr;
   int (*gemm_algorithm_count)(const GemmProblem&) = nullptr;
+  bool (*gemm_runs_in_cluster)(const GemmProblem&) = nullptr;
 };
 
 }  // namespace tpsim

@@ -91,5 +91,6 @@ std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan&
 }
 std::string cuda_gemm_algo(const GemmProblem& p) { return api_or_throw().gemm_algo(p); }
 int cuda_gemm_algorithm_count(const GemmProblem& p) { return api_or_throw().gemm_algorithm_count(p); }
+bool cuda_gemm_runs_in_cluster(const GemmProblem& p) { return api_or_throw().gemm_runs_in_cluster(p); }
 
 }  // namespace tpsim

@@ -1,7 +1,8 @@
 // Which kernel cuBLASLt's heuristic gives a GEMM: the algorithm the backend runs, read
 // back through cublasLtMatmulAlgoConfigGetAttribute, so measured GEMM times come with the
 // tile and split-K the vendor chose (what tpsim's own tile choice is checked against), and
-// how many algorithms the heuristic offers (a microbench times the others too).
+// how many algorithms the heuristic offers (a microbench times the others too), and whether
+// one runs in a cluster it was not given (a microbench times that too).
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -32,7 +33,7 @@ auto with_planned_gemm(const GemmProblem& p, Read read) {
   gpu::LtGemm g;
   try {
     g = gpu::plan_gemm(lt, p);
-    auto out = read(g);
+    auto out = read(lt, g);
     gpu::destroy_gemm(g);
     cublasLtDestroy(lt);
     return out;
@@ -46,7 +47,7 @@ auto with_planned_gemm(const GemmProblem& p, Read read) {
 }  // namespace
 
 std::string cuda_gemm_algo(const GemmProblem& p) {
-  return with_planned_gemm(p, [](const gpu::LtGemm& g) {
+  return with_planned_gemm(p, [](cublasLtHandle_t, const gpu::LtGemm& g) {
     const cublasLtMatmulAlgo_t& a = g.algo;
     return fmt::format("cuBLASLt algo {}, tile {}, split-K {}, stages {}, cluster {}, swizzle {}, reduction scheme {}",
                        config<std::int32_t>(a, CUBLASLT_ALGO_CONFIG_ID),
@@ -62,7 +63,14 @@ std::string cuda_gemm_algo(const GemmProblem& p) {
 int cuda_gemm_algorithm_count(const GemmProblem& p) {
   GemmProblem first = p;
   first.heuristic_rank = 0;
-  return with_planned_gemm(first, [](const gpu::LtGemm& g) { return g.offered; });
+  first.cluster = {};
+  return with_planned_gemm(first, [](cublasLtHandle_t, const gpu::LtGemm& g) { return g.offered; });
+}
+
+bool cuda_gemm_runs_in_cluster(const GemmProblem& p) {
+  GemmProblem as_given = p;
+  as_given.cluster = {};
+  return with_planned_gemm(as_given, [&](cublasLtHandle_t lt, gpu::LtGemm& g) { return gpu::run_in_cluster(lt, g, p.cluster); });
 }
 
 }  // namespace tpsim

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cublaslt_names.hpp"
 #include "gpu_kernels.hpp"
 #include "tpsim/cuda/stand_in.hpp"
 
@@ -92,6 +93,23 @@ void set_up_communicators(const LaunchPlan& plan, std::vector<std::unique_ptr<Ra
 
 }  // namespace
 
+bool run_in_cluster(cublasLtHandle_t lt, LtGemm& g, GemmProblem::Cluster cluster) {
+  // The header's enumerator of that shape (a cluster spans C's rows x columns x 1).
+  const std::string wanted = fmt::format("{}x{}x1", cluster.m, cluster.n);
+  const LtName* shape = nullptr;
+  for (const LtName& n : kLtNames)
+    if (n.kind == LtEnum::CLUSTER_SHAPE && wanted == n.name) shape = &n;
+  if (!shape) return false;
+  cublasLtMatmulAlgo_t algo = g.algo;
+  const auto id = static_cast<std::uint16_t>(shape->value);
+  TPSIM_GPU_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &id, sizeof id));
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoCheck(lt, g.desc, g.a, g.b, g.c, g.c, &algo, &check) != CUBLAS_STATUS_SUCCESS) return false;
+  if (check.workspaceSize > kWorkspaceBytes) return false;
+  g.algo = algo;
+  return true;
+}
+
 LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
   const LtTypes t = lt_types(p.dtype);
   const auto m = static_cast<std::uint64_t>(p.m), n = static_cast<std::uint64_t>(p.n), k = static_cast<std::uint64_t>(p.k);
@@ -132,6 +150,9 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
                                  p.k, dtype_name(p.dtype), p.heuristic_rank));
     g.algo = results[static_cast<std::size_t>(p.heuristic_rank)].algo;
     g.offered = found;
+    if (p.cluster.given() && !run_in_cluster(lt, g, p.cluster))
+      throw GpuError(fmt::format("cuBLASLt's algorithm {} for {}x{}x{} {} does not run in clusters of {}x{}", p.heuristic_rank, p.m,
+                                 p.n, p.k, dtype_name(p.dtype), p.cluster.m, p.cluster.n));
   } catch (...) {
     // Whatever was created before the failure is released: a caller that goes on
     // (microbench's next shape) leaks nothing.

@@ -53,8 +53,12 @@ struct RankState {
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
 // cuBLASLt's layouts and descriptor for `p`, and the algorithm its heuristic ranks first (what
-// the backend runs), or ranks p.heuristic_rank. Throws GpuError when it has none such.
+// the backend runs), or ranks p.heuristic_rank, in p.cluster where given. Throws GpuError when
+// it has none such.
 LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p);
+// Sets g's algorithm to run in `cluster` (cuBLASLt's cluster shape), where cuBLASLt accepts that
+// (cublasLtMatmulAlgoCheck, within the workspace); false, and g unchanged, where it does not.
+bool run_in_cluster(cublasLtHandle_t lt, LtGemm& g, GemmProblem::Cluster cluster);
 void destroy_gemm(LtGemm& g);
 
 // Operands start on 256-byte boundaries: cuBLASLt's heuristic assumes that alignment.

@@ -103,7 +103,8 @@ TEST_CASE("microbench measures async TP's thin submatmuls alone and in pairs", "
   for (const Measurement& m : microbench_measurements(8, Dtype::bf16)) {
     const bool async_tp_weight = (m.gemm.n == 6656 && (m.gemm.k == 4096 || m.gemm.k == 16384)) ||
                                  (m.gemm.n == 4096 && m.gemm.k == 14336) || (m.gemm.n == 3584 && m.gemm.k == 8192);
-    if (!async_tp_weight || (m.kind != MeasurementKind::gemm && m.kind != MeasurementKind::gemm_pair) || m.gemm.heuristic_rank > 0)
+    if (!async_tp_weight || (m.kind != MeasurementKind::gemm && m.kind != MeasurementKind::gemm_pair) || m.gemm.heuristic_rank > 0 ||
+        m.gemm.cluster.given())
       continue;
     CHECK(m.gemm.m <= 1024);
     ++(m.kind == MeasurementKind::gemm_pair ? pairs : thin);
@@ -124,6 +125,22 @@ TEST_CASE("microbench times the thin submatmuls under the heuristic's next seven
   }
   CHECK(ranks.size() == 12);  // 128, 256 and 512 rows against each of the four weights
   for (const auto& [shape, timed] : ranks) CHECK(timed == std::set<int>{1, 2, 3, 4, 5, 6, 7});
+}
+
+TEST_CASE("microbench times the thin submatmuls' first algorithm in each cluster of up to 8 CTAs", "[measurement]") {
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::set<std::pair<int, int>>> clusters;  // shape -> clusters timed
+  std::set<std::string> names;
+  for (const Measurement& m : microbench_measurements(1, Dtype::bf16)) {
+    if (!m.gemm.cluster.given()) continue;
+    CHECK(m.kind == MeasurementKind::gemm);
+    CHECK(m.gemm.heuristic_rank == 0);
+    CHECK(m.gemm.cluster.m * m.gemm.cluster.n <= 8);  // a portable cluster: every Hopper part runs it
+    CHECK(names.insert(m.name).second);
+    clusters[{m.gemm.m, m.gemm.n, m.gemm.k}].insert({m.gemm.cluster.m, m.gemm.cluster.n});
+  }
+  CHECK(clusters.size() == 12);
+  const std::set<std::pair<int, int>> every = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 4}, {4, 2}, {2, 4}};
+  for (const auto& [shape, timed] : clusters) CHECK(timed == every);  // both orientations of each: rows and columns apart
 }
 
 TEST_CASE("microbench times each of NCCL's ring protocols at two sizes: its start-up apart from its rate", "[measurement]") {

@@ -65,6 +65,32 @@ TEST_CASE("A GEMM row may time another of cuBLASLt's algorithms than its first, 
             .starts_with(R"($.measurements[0]: unknown key "heuristic_rank")"));
 }
 
+TEST_CASE("A GEMM row may make its algorithm run in another thread-block cluster, and then names the plan it ran",
+          "[measurement][named_plan]") {
+  const auto ms = parse(R"([
+      {"kind": "gemm", "m": 256, "n": 3584, "k": 8192, "dtype": "bf16", "time_us": 33, "cluster": "4x2", "plan": {"tile": "128x64x64"}},
+      {"kind": "gemm", "m": 256, "n": 3584, "k": 8192, "dtype": "bf16", "time_us": 36, "heuristic_rank": 2, "cluster": "1x1",
+       "plan": {"tile": "64x64x64"}}])");
+  CHECK(ms[0].gemm.cluster.m == 4);
+  CHECK(ms[0].gemm.cluster.n == 2);
+  CHECK(ms[0].gemm.heuristic_rank == 0);
+  CHECK(ms[1].gemm.cluster.given());
+  CHECK(ms[1].gemm.heuristic_rank == 2);
+  CHECK(measurement_json(ms[0])["cluster"] == "4x2");
+  CHECK(parse(std::string("[") + measurement_json(ms[1]).dump() + "]")[0].gemm == ms[1].gemm);  // round trip
+  CHECK(ms[0].gemm != ms[1].gemm);
+  CHECK(!parse(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1}])")[0].gemm.cluster.given());
+  CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "cluster": "2x1"}])") ==
+        R"($.measurements[0].cluster: a row that made its algorithm run in another cluster must name its "plan" (tile and split_k))");
+  for (const char* bad : {"2", "2x", "0x2", "2x4x1", "8x4", "17x1", "axb"})
+    CHECK(error_of(fmt::format(R"([{{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "cluster": "{}",
+                                     "plan": {{"tile": "64x64x64"}}}}])",
+                               bad)) ==
+          fmt::format(R"($.measurements[0].cluster: must look like "2x4" (CTAs along rows x columns, at most 16 in all), got "{}")", bad));
+  CHECK(error_of(R"([{"kind": "gemm_pair", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "cluster": "2x1"}])")
+            .starts_with(R"($.measurements[0]: unknown key "cluster")"));
+}
+
 TEST_CASE("The plan of a cuBLASLt algorithm as microbench records it: tile, the stages' depth and the split",
           "[measurement][named_plan]") {
   const auto plan = plan_of_lt_algorithm(

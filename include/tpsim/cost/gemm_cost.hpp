@@ -46,6 +46,16 @@ struct GemmProblem {
   // clusters cuBLASLt offers take); tpsim prices such a row at its named plan.
   int heuristic_rank = 0;
   static constexpr int kHeuristicAlgorithms = 32;  // the most the heuristic is asked for
+  // The thread-block cluster a measurement made that algorithm run in (cuBLASLt's cluster shape
+  // set on it), m x n CTAs along C's rows and columns; none (the default): the one the heuristic
+  // gave it. Only a measurement sets it, to time what the cluster alone changes (its CTAs share
+  // operand loads through TMA multicast); such a row is priced at its named plan.
+  struct Cluster {
+    int m = 0, n = 0;
+    bool given() const { return m > 0; }
+    friend auto operator<=>(const Cluster&, const Cluster&) = default;
+  } cluster{};
+  static constexpr int kMaxClusterCtas = 16;  // Hopper's largest (non-portable) cluster
   // Every field, in order: two problems plan alike exactly when they compare equal.
   friend auto operator<=>(const GemmProblem&, const GemmProblem&) = default;
   bool ragged() const { return !group_sizes.empty(); }

@@ -43,12 +43,15 @@ std::vector<int> cuda_sm_counts(int devices);
 double time_tiny_kernel_us(const GpuRunOptions& options);
 
 // The kernel cuBLASLt's heuristic gives `p` on device 0 (its first choice, or the one of
-// p.heuristic_rank), the one the backend runs: its algorithm id, tile, split-K, stages, cluster
+// p.heuristic_rank, in p.cluster where given), the one the backend runs: its algorithm id, tile, split-K, stages, cluster
 // shape, swizzle and reduction scheme, in words. Throws GpuError.
 std::string cuda_gemm_algo(const GemmProblem& p);
 // How many algorithms cuBLASLt's heuristic offers for `p` on device 0 (at most
 // GemmProblem::kHeuristicAlgorithms). Throws GpuError.
 int cuda_gemm_algorithm_count(const GemmProblem& p);
+// Whether that algorithm runs in p.cluster on device 0 (cuBLASLt accepts the cluster shape set on
+// it: cublasLtMatmulAlgoCheck, within the backend's workspace). Throws GpuError.
+bool cuda_gemm_runs_in_cluster(const GemmProblem& p);
 
 // repeats[r][op]: each op's start and end in repeat r. Throws GpuError.
 std::vector<std::vector<OpSample>> run_on_gpus(const Dag& dag, const LaunchPlan& plan, const GpuRunOptions& options);

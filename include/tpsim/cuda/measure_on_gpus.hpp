@@ -28,13 +28,15 @@ inline Measurement measure_on_gpus(Measurement m, const GpuRunOptions& options) 
 }
 
 // One row of `tpsim microbench`: measure_on_gpus, with the cuBLASLt algorithm a GEMM ran, and
-// for one that is not the heuristic's first the plan it names, which prices the row; nullopt
-// for an algorithm this machine's heuristic does not offer. Throws GpuError.
+// for one that is not the heuristic's first, or made to run in another cluster, the plan it
+// names, which prices the row; nullopt for an algorithm this machine's heuristic does not
+// offer, or a cluster it does not run in. Throws GpuError.
 inline std::optional<Measurement> measure_microbench_row(const Measurement& row, const GpuRunOptions& options) {
   if (row.gemm.heuristic_rank > 0 && row.gemm.heuristic_rank >= cuda_gemm_algorithm_count(row.gemm)) return std::nullopt;
+  if (row.gemm.cluster.given() && !cuda_gemm_runs_in_cluster(row.gemm)) return std::nullopt;
   Measurement m = measure_on_gpus(row, options);
   if (m.kind == MeasurementKind::gemm || m.kind == MeasurementKind::gemm_pair) m.kernel = cuda_gemm_algo(m.gemm);
-  if (m.gemm.heuristic_rank > 0) {
+  if (m.gemm.heuristic_rank > 0 || m.gemm.cluster.given()) {
     const auto plan = plan_of_lt_algorithm(m.kernel);
     if (!plan) throw GpuError(fmt::format("cuBLASLt's algorithm names no tile and depth tpsim can price ({})", m.kernel));
     m.gemm.named_plan = *plan;
