@@ -11,7 +11,8 @@ the output's views, the sum over the stacked partials), except that every peer i
 waits for nobody. So a call takes what one rank's own work takes, with no GPU to wait for and
 no NVLink. Timed as meta-pytorch/kraken times its rows (a 2e7-cycle GPU sleep, then 25 calls),
 again after a 2e8-cycle sleep (every span GPU time), with the host's issue time per call, each
-step's submatmul alone, and one call's kernels per stream (the profiler). It answers, for
+step's submatmul alone, and one call's kernels per stream (the profiler, the call queued behind a
+GPU sleep so its gaps are the GPU's). It answers, for
 kraken's 8-GPU bf16 rows that tpsim predicts too fast (README): does one rank's sequence alone
 already take their time (the missing time is on each GPU), or about G x its submatmul (it is
 between GPUs, or in the peer copies); and can eager Python issue a call as fast as its GPU work
@@ -61,12 +62,20 @@ def cases(g, quick):
     return [out[2], out[9]] if quick else out
 
 
-def kernels_of_one_call(torch, fn):
+def kernels_of_one_call(torch, fn, sleep_cycles):
     """One call's GPU work from the profiler: per stream, [name, start us, duration us] from the
-    call's first kernel, and the call's span."""
+    call's first kernel, and the call's span. The call is queued behind a GPU sleep, as the timed
+    calls are, so the spans and gaps are the GPU's own, not the profiled host's issue."""
     fn()
     torch.cuda.synchronize()
-    events = gpu_events(torch, fn, with_cpu=False)
+
+    def queued():
+        torch.cuda._sleep(int(sleep_cycles))
+        fn()
+
+    events = sorted(gpu_events(torch, queued, with_cpu=False), key=lambda e: float(e["ts"]))
+    if events and "spin_kernel" in events[0]["name"]:
+        events = events[1:]  # the sleep (the reduce-scatter's own sleep at step 2 comes later)
     if not events:
         return {}, 0.0
     t0 = min(float(e["ts"]) for e in events)
@@ -122,7 +131,7 @@ def main():
             kraken_us, host_us = kraken_bench(torch, fn, args.warmup, args.iters, args.sleep_cycles, cache)
             gpu_us, _ = kraken_bench(torch, fn, args.warmup, args.iters, args.long_sleep_cycles, cache)
             sub_us, _ = kraken_bench(torch, sub, args.warmup, args.iters, args.long_sleep_cycles, cache)
-            streams, span = kernels_of_one_call(torch, fn)
+            streams, span = kernels_of_one_call(torch, fn, args.long_sleep_cycles)
         except Exception as e:  # keep what was measured, say what failed
             report["failed"].append(f"{name}: {str(e)[:200]}")
             save()

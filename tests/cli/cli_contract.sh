@@ -288,5 +288,19 @@ else
   done
 fi
 
+# The cluster-occupancy probe: built by nvcc where one is installed; without a GPU, one line, exit 3.
+nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+if [ ! -x "$nvcc" ]; then
+  echo "skip cluster_occupancy.cu: no nvcc here"
+elif ! "$nvcc" -arch=sm_90 -o "$work/cluster_occupancy" "$root/tools/cluster_occupancy.cu" 2> "$work/err"; then
+  echo "FAIL cluster_occupancy.cu does not build"; cat "$work/err"; fails=$((fails+1))
+elif python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
+  echo "skip cluster_occupancy without a GPU: this machine has one"
+else
+  "$work/cluster_occupancy" > "$work/occupancy.json" 2> "$work/err"; rc=$?
+  if [ $rc = 3 ] && [ "$(wc -l < "$work/err")" = 1 ] && [ ! -s "$work/occupancy.json" ]; then echo "ok cluster_occupancy without a GPU"
+  else echo "FAIL cluster_occupancy without a GPU: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
+fi
+
 echo "cli contract: $fails failed"
 [ "$fails" = 0 ]
