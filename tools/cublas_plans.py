@@ -5,7 +5,8 @@ Reads a tpsim measurement file whose GEMM rows carry the kernel cuBLAS ran ("ker
 tools/torch_thin_gemm_bench.py and torch_op_bench.py record it) and writes the same file with
 a "plan" on every row whose kernel is one of cuBLAS 12.8+/13's nvjet kernels, or the cuBLASLt
 algorithm `tpsim microbench` records ("cuBLASLt algo 66, tile 64x80, split-K 1, stages
-64xAUTO, ..."), so tpsim prices the tile and split-K cuBLAS chose instead of choosing its own:
+64xAUTO, cluster 1x4x1, ..."), so tpsim prices the tile, split-K and (from cuBLASLt's record)
+thread-block cluster cuBLAS chose instead of choosing its own:
 
     nvjet_sm90_tst_<N>x<M>_<K>x<stages>_<cluster>_..._[splitK_]<layout>
 
@@ -32,6 +33,7 @@ NVJET = re.compile(r"nvjet_sm\d+_q*tst_(\d+)x(\d+)_(\d+)x\d+_\d+x\d+_[hv]_bz_(\S
 # What tpsim microbench records of the algorithm cuBLASLt's heuristic gave (its config: the
 # tile in the output's rows x columns, the split-K slices, the stages' K depth).
 LT_CONFIG = re.compile(r"cuBLASLt algo \d+, tile (\d+)x(\d+), split-K (\d+), stages (\d+)x")
+LT_CLUSTER = re.compile(r"cluster (\d+)x(\d+)x1\b")
 
 
 def plan_of(row, sms, min_slice):
@@ -42,6 +44,9 @@ def plan_of(row, sms, min_slice):
         plan = {"tile": f"{tile_m}x{tile_n}x{tile_k}"}
         if split > 1:
             plan["split_k"] = split
+        cluster = LT_CLUSTER.search(row["kernel"])
+        if cluster and row.get("cluster") is None and cluster.group(1, 2) != ("1", "1"):
+            plan["cluster"] = f"{cluster.group(1)}x{cluster.group(2)}"  # in the tile's terms: CTAs along rows x columns
         return plan
     match = NVJET.search(row.get("kernel", ""))
     if not match:

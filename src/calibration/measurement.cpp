@@ -126,10 +126,20 @@ std::int64_t dim(const ObjectReader& r, const std::string& key) {
   return v;
 }
 
+// A thread-block cluster as "2x4": CTAs along C's rows x columns, at most 16 in all.
+GemmProblem::Cluster cluster_at(const ObjectReader& r, const std::string& key) {
+  const std::string text = r.string(key);
+  const auto extents = parse_extents(text, 2, GemmProblem::kMaxClusterCtas);
+  if (!extents || (*extents)[0] * (*extents)[1] > GemmProblem::kMaxClusterCtas)
+    fail_at(r.child_path(key), fmt::format("must look like \"2x4\" (CTAs along rows x columns, at most {} in all), got \"{}\"",
+                                           GemmProblem::kMaxClusterCtas, text));
+  return {(*extents)[0], (*extents)[1]};
+}
+
 // The plan the vendor library ran, as the row names it ("plan": {"tile": "64x128x64",
 // "split_k": 2}): tpsim prices that tile and split instead of choosing its own.
 GemmProblem::NamedPlan parse_named_plan(const ObjectReader& row, const GemmProblem& p) {
-  const ObjectReader r = row.object("plan", {"tile", "split_k"});
+  const ObjectReader r = row.object("plan", {"tile", "split_k", "cluster"});
   if (p.grouped) fail_at(row.child_path("plan"), "a grouped GEMM's tile is PyTorch's dispatch's, not a library plan");
   GemmProblem::NamedPlan n;
   const std::string tile = r.string("tile");
@@ -141,6 +151,10 @@ GemmProblem::NamedPlan parse_named_plan(const ObjectReader& row, const GemmProbl
   if (split > 1024) fail_at(r.child_path("split_k"), fmt::format("{} slices is more than the limit 1024", split));
   if (split > p.k) fail_at(r.child_path("split_k"), fmt::format("{} slices of a K of {}", split, p.k));
   n.split_k = static_cast<int>(split);
+  if (r.has("cluster")) {
+    const GemmProblem::Cluster c = cluster_at(r, "cluster");
+    n.cluster_m = c.m, n.cluster_n = c.n;
+  }
   return n;
 }
 
@@ -155,17 +169,17 @@ void parse_heuristic_rank(const ObjectReader& r, GemmProblem& p) {
   p.heuristic_rank = static_cast<int>(rank);
 }
 
-// The thread-block cluster the row made the algorithm run in ("cluster": "2x4", CTAs along C's
-// rows x columns). Priced at the plan the row names, so it must name one.
+// The thread-block cluster the row made the algorithm run in ("cluster": "2x4"). Priced at the
+// plan the row names, so it must name one; the plan ran in that cluster.
 void parse_cluster(const ObjectReader& r, GemmProblem& p) {
-  const std::string text = r.string("cluster");
-  const auto extents = parse_extents(text, 2, GemmProblem::kMaxClusterCtas);
-  if (!extents || (*extents)[0] * (*extents)[1] > GemmProblem::kMaxClusterCtas)
-    fail_at(r.child_path("cluster"), fmt::format("must look like \"2x4\" (CTAs along rows x columns, at most {} in all), got \"{}\"",
-                                                 GemmProblem::kMaxClusterCtas, text));
+  const GemmProblem::Cluster c = cluster_at(r, "cluster");
   if (!p.named_plan.given())
     fail_at(r.child_path("cluster"), "a row that made its algorithm run in another cluster must name its \"plan\" (tile and split_k)");
-  p.cluster = {(*extents)[0], (*extents)[1]};
+  if (p.named_plan.cluster_m > 0 && (p.named_plan.cluster_m != c.m || p.named_plan.cluster_n != c.n))
+    fail_at(r.child_path("cluster"), fmt::format("the row made its algorithm run in clusters of {}x{}, its plan says {}x{}", c.m, c.n,
+                                                 p.named_plan.cluster_m, p.named_plan.cluster_n));
+  p.cluster = c;
+  p.named_plan.cluster_m = c.m, p.named_plan.cluster_n = c.n;
 }
 
 // A grouped GEMM over groups of unequal size (torch._grouped_mm's offsets of unequal experts):
@@ -506,6 +520,7 @@ Json measurement_json(const Measurement& m) {
     if (const auto& n = m.gemm.named_plan; n.given()) {
       j["plan"] = {{"tile", fmt::format("{}x{}x{}", n.tile_m, n.tile_n, n.tile_k)}};
       if (n.split_k > 1) j["plan"]["split_k"] = n.split_k;
+      if (n.cluster_m > 0 && !m.gemm.cluster.given()) j["plan"]["cluster"] = fmt::format("{}x{}", n.cluster_m, n.cluster_n);
     }
     if (m.gemm.heuristic_rank > 0) j["heuristic_rank"] = m.gemm.heuristic_rank;
     if (m.gemm.cluster.given()) j["cluster"] = fmt::format("{}x{}", m.gemm.cluster.m, m.gemm.cluster.n);

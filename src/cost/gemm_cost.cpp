@@ -13,8 +13,11 @@ namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
+std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k, int cluster_m = 1, int cluster_n = 1) {
   GemmPlan plan;
+  plan.cluster_m = cluster_m, plan.cluster_n = cluster_n;
   plan.dtype = p.dtype;
   plan.tile = tile;
   plan.split_k = split_k;
@@ -24,7 +27,8 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k) {
     plan.tiles = 0;
     for (std::int64_t m : p.group_sizes) plan.tiles += ceil_div(m, tile.m) * ceil_div(p.n, tile.n);
   } else {
-    plan.tiles = p.batch * ceil_div(p.m, tile.m) * ceil_div(p.n, tile.n);
+    // A cluster's padding CTAs (past C's edge) still run the main loop, on zero-filled operands.
+    plan.tiles = p.batch * round_up(ceil_div(p.m, tile.m), cluster_m) * round_up(ceil_div(p.n, tile.n), cluster_n);
   }
   if (p.ragged() && p.ragged_k) {
     // Groups of unequal depth: every block is charged the mean padded depth, so the kernel's
@@ -82,6 +86,7 @@ Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_bl
 }
 
 Tick estimate_gemm_time(const GemmPlan& plan, const HardwareSpec& hw, int sms) {
+  if (plan.resident_blocks > 0) sms = static_cast<int>(std::min<std::int64_t>(sms, plan.resident_blocks));
   sms = std::max(1, sms);
   const std::int64_t waves = ceil_div(plan.blocks, sms);
   const int concurrent = static_cast<int>(std::min<std::int64_t>(plan.blocks, sms));
@@ -117,7 +122,11 @@ GemmTile named_tile(const GemmProblem& p, const HardwareSpec& hw) {
 }  // namespace
 
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
-  if (p.named_plan.given()) return make_plan(p, named_tile(p, hw), std::max(1, p.named_plan.split_k));
+  if (const GemmProblem::NamedPlan& n = p.named_plan; n.given()) {
+    GemmPlan plan = make_plan(p, named_tile(p, hw), std::max(1, n.split_k), std::max(1, n.cluster_m), std::max(1, n.cluster_n));
+    plan.resident_blocks = hw.sm.resident_cluster_ctas(plan.cluster_m * plan.cluster_n);
+    return plan;
+  }
   if (const GroupedGemmSpec* grouped = p.grouped ? hw.gemm.grouped_for(p.dtype) : nullptr)
     // PyTorch's dispatch on the groups' shape (GroupMM.cu dispatch_bf16_grouped_kernel_on_tile_size,
     // ScaledGroupMM.cu dispatch_fp8_grouped_gemm_on_tile_size).

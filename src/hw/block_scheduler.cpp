@@ -83,9 +83,10 @@ void BlockScheduler::place_blocks(Kernel& k, KernelId id, const std::vector<int>
   // Breadth-first: one block per SM per pass, as the hardware spreads a grid.
   // When one SM holds only one such block, a single pass finds every place.
   bool placed = true;
-  for (int pass = 0; k.undispatched > 0 && placed && pass < k.per_sm; ++pass) {
+  std::int64_t room = k.req.max_resident_blocks > 0 ? k.req.max_resident_blocks - k.running : k.undispatched;
+  for (int pass = 0; k.undispatched > 0 && room > 0 && placed && pass < k.per_sm; ++pass) {
     placed = false;
-    for (std::size_t c = 0; c < candidates.size() && k.undispatched > 0; ++c) {
+    for (std::size_t c = 0; c < candidates.size() && k.undispatched > 0 && room > 0; ++c) {
       const int i = candidates[c];
       if (!fits(sms_[static_cast<std::size_t>(i)], k.req.block)) continue;
       occupy(i, k.req.block, +1);
@@ -99,6 +100,7 @@ void BlockScheduler::place_blocks(Kernel& k, KernelId id, const std::vector<int>
         groups_[static_cast<std::size_t>(group)].push_back(i);
       }
       --k.undispatched;
+      --room;
       placed = true;
     }
   }
@@ -118,7 +120,9 @@ void BlockScheduler::dispatch() {
     for (KernelId id : resident_) {
       Kernel& k = kernels_[static_cast<std::size_t>(id)];
       place_blocks(k, id, k.scanned ? freed_ : all_sms_, placements);
-      k.scanned = true;
+      // A kernel held back by its resident-block limit has not used every SM it could: it looks
+      // at all of them again next time.
+      k.scanned = k.req.max_resident_blocks == 0;
     }
     for (int sm : freed_) is_freed_[static_cast<std::size_t>(sm)] = 0;
     freed_.clear();

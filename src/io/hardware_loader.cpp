@@ -90,6 +90,28 @@ class Quantities {
   const ObjectReader& r_;
 };
 
+// sm.resident_clusters: {"value": [clusters of 1 CTA, of 2, ...], "unit": "count", "source": ...},
+// each a whole number of clusters whose CTAs fit the GPU's SMs.
+std::vector<int> parse_resident_clusters(const ObjectReader& sm, int sms) {
+  const ObjectReader q = sm.object("resident_clusters", {"value", "unit", "source"});
+  if (q.string("unit") != "count") fail_at(q.child_path("unit"), "must be \"count\" (clusters resident at once, per cluster size)");
+  if (q.string("source").empty()) fail_at(q.child_path("source"), "must say where the number comes from");
+  const Json& v = q.array("value");
+  constexpr std::size_t kLargestCluster = 16;  // Hopper's non-portable limit
+  if (v.empty() || v.size() > kLargestCluster)
+    fail_at(q.child_path("value"), fmt::format("must list the clusters of 1 to at most {} CTAs, got {} entries", kLargestCluster, v.size()));
+  std::vector<int> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", q.child_path("value"), i);
+    if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 1) fail_at(p, fmt::format("must be a whole number of at least 1, got {}", v[i].dump()));
+    const std::int64_t clusters = v[i].get<std::int64_t>();
+    if (clusters * static_cast<std::int64_t>(i + 1) > sms)
+      fail_at(p, fmt::format("{} clusters of {} CTAs need {} SMs, more than the {} there are", clusters, i + 1, clusters * static_cast<std::int64_t>(i + 1), sms));
+    out.push_back(static_cast<int>(clusters));
+  }
+  return out;
+}
+
 // A "dtypes" list as a bit per Dtype.
 unsigned parse_dtype_bits(const ObjectReader& r, const char* key) {
   const Json& ds = r.array(key);
@@ -296,11 +318,12 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.name = root.string("name");
   hw.description = root.optional_string("description").value_or("");
 
-  const ObjectReader sm = root.object("sm", {"count", "max_threads", "registers", "shared_memory", "max_blocks"});
+  const ObjectReader sm = root.object("sm", {"count", "max_threads", "registers", "shared_memory", "max_blocks", "resident_clusters"});
   const Quantities smq(sm);
   hw.sm.count = smq.count("count", 4096);
   hw.sm.capacity = {smq.count("max_threads", 1 << 16), smq.count("registers", 1 << 24), smq.bytes("shared_memory"),
                     smq.count("max_blocks", 1024)};
+  if (sm.has("resident_clusters")) hw.sm.resident_clusters = parse_resident_clusters(sm, hw.sm.count);
 
   const ObjectReader compute = root.object("compute", {"peak_dense"});
   const ObjectReader peak = compute.object("peak_dense", {"bf16", "fp16", "fp32", "fp8"});

@@ -55,10 +55,12 @@ void Machine::launch_kernel(OpId id) {
 void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   const GemmPlan& plan = gemm_plans_.plan(g.problem);
   if (tl_.detailed)
-    tl_.details[id] = fmt::format("tile {}x{}x{}, split-k {}{}, {} blocks", plan.tile.m, plan.tile.n, plan.tile.k, plan.split_k,
-                                  plan.library_split ? " (the library's split rule)" : "", plan.blocks);
+    tl_.details[id] = fmt::format("tile {}x{}x{}, split-k {}{}, {} blocks{}", plan.tile.m, plan.tile.n, plan.tile.k, plan.split_k,
+                                  plan.library_split ? " (the library's split rule)" : "", plan.blocks,
+                                  plan.cluster_m * plan.cluster_n > 1 ? fmt::format(" in clusters of {}x{}", plan.cluster_m, plan.cluster_n) : "");
   req.block = hw_.gemm.block;
   req.blocks = plan.blocks;
+  req.max_resident_blocks = plan.resident_blocks;
   req.draws_memory = true;
   req.block_work = ramp_on_first_blocks(gemm_block_work(plan, hw_), hw_.gemm.kernel_ramp);
   if (plan.split_k == 1) return;

@@ -74,7 +74,7 @@ void BM_BlockScheduler(benchmark::State& state) {
   std::int64_t blocks = 0;
   for (auto _ : state) {
     tpsim::Simulator sim;
-    tpsim::BlockScheduler sched(sim, tpsim::SmSpec{132, tpsim::BlockResources{2048, 65536, 233472, 32}});
+    tpsim::BlockScheduler sched(sim, tpsim::SmSpec{132, tpsim::BlockResources{2048, 65536, 233472, 32}, {}});
     const tpsim::BlockResources gemm{384, 384 * 168, 232448, 1}, small{512, 512 * 32, 0, 1};
     for (int k = 0; k < 200; ++k) {
       tpsim::KernelRequest a;

@@ -79,6 +79,18 @@ TEST_CASE("A GEMM row may make its algorithm run in another thread-block cluster
   CHECK(measurement_json(ms[0])["cluster"] == "4x2");
   CHECK(parse(std::string("[") + measurement_json(ms[1]).dump() + "]")[0].gemm == ms[1].gemm);  // round trip
   CHECK(ms[0].gemm != ms[1].gemm);
+  CHECK(ms[0].gemm.named_plan.cluster_m == 4);  // the plan ran in the cluster the row imposed: priced in it
+  CHECK(ms[0].gemm.named_plan.cluster_n == 2);
+  // A plan may name the cluster cuBLASLt gave it; a row that imposes another contradicts it.
+  const auto given = parse(R"([{"kind": "gemm", "m": 256, "n": 3584, "k": 8192, "dtype": "bf16", "time_us": 31,
+                                 "plan": {"tile": "128x64x64", "cluster": "2x4"}}])");
+  CHECK(given[0].gemm.named_plan.cluster_m == 2);
+  CHECK(!given[0].gemm.cluster.given());
+  CHECK(measurement_json(given[0])["plan"]["cluster"] == "2x4");
+  CHECK(parse(std::string("[") + measurement_json(given[0]).dump() + "]")[0].gemm == given[0].gemm);
+  CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "cluster": "2x1",
+                      "plan": {"tile": "64x64x64", "cluster": "1x2"}}])") ==
+        "$.measurements[0].cluster: the row made its algorithm run in clusters of 2x1, its plan says 1x2");
   CHECK(!parse(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1}])")[0].gemm.cluster.given());
   CHECK(error_of(R"([{"kind": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "bf16", "time_us": 1, "cluster": "2x1"}])") ==
         R"($.measurements[0].cluster: a row that made its algorithm run in another cluster must name its "plan" (tile and split_k))");

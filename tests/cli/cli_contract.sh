@@ -261,10 +261,11 @@ python3 "$root/tools/errors_by_kernel.py" "$work/planned.json" "$work/planned_ro
 grouped="$(awk '$1 == "bf16" || $1 == "fp8" { n += $(NF-2) } END { print n }' "$work/by_kernel")"
 if [ $rc = 0 ] && [ "$grouped" = 261 ] && grep -qE '^bf16 +2 +>= 40 MB +130 ' "$work/by_kernel"; then echo "ok errors by kernel cluster"
 else echo "FAIL errors by kernel cluster: exit $rc, $grouped rows grouped"; cat "$work/by_kernel" "$work/err"; fails=$((fails+1)); fi
-# The same from the cuBLASLt algorithms microbench records: tile, stages' K depth and split-K as given.
+# The same from the cuBLASLt algorithms microbench records: tile, stages' K depth, split-K and cluster as given.
 python3 "$root/tools/cublas_plans.py" "$root/models/measurements/h100_sxm_microbench.json" -o "$work/planned_micro.json" 2> "$work/err"; rc=$?
 thin_plan="$(python3 -c 'import json,sys; print([json.dumps(r["plan"], sort_keys=True) for r in json.load(open(sys.argv[1]))["measurements"] if r["name"] == "gemm 64x3584x8192 bf16"][0])' "$work/planned_micro.json" 2> /dev/null)"
-if [ $rc = 0 ] && grep -q "37 GEMM rows name cuBLAS's plan" "$work/err" && [ "$thin_plan" = '{"split_k": 2, "tile": "64x80x64"}' ]; then
+if [ $rc = 0 ] && grep -q "37 GEMM rows name cuBLAS's plan" "$work/err" && [ "$thin_plan" = '{"cluster": "1x4", "split_k": 2, "tile": "64x80x64"}' ] &&
+    "$tpsim" validate --hardware h100_sxm "$work/planned_micro.json" > "$work/out" 2>&1 && grep -q "^gemm  *37 " "$work/out"; then
   echo "ok cuBLAS plans named from cuBLASLt algorithms"
 else echo "FAIL cuBLAS plans named from cuBLASLt algorithms: exit $rc, plan $thin_plan"; cat "$work/err"; fails=$((fails+1)); fi
 printf '{"measurements": [{"kind": "gemm", "m": "big", "n": 8, "k": 8}]}' > "$work/bad_rows.json"

@@ -71,3 +71,39 @@ TEST_CASE("The planner tells problems apart by their named plans", "[cost][gemm]
   CHECK(planner.plan(b).split_k == 1);  // remembered apart from c
   CHECK(pa.split_k == plan_gemm(a, hw).split_k);
 }
+
+TEST_CASE("A named plan's cluster pads the grid to whole clusters and runs no more CTAs than the GPCs hold",
+          "[cost][gemm][named_plan]") {
+  const HardwareSpec& hw = h100();
+  REQUIRE(hw.sm.resident_cluster_ctas(4) == 120);  // measured: 30 clusters of 4 fit its GPCs
+  GemmProblem p{256, 3584, 8192, Dtype::bf16};  // 2 x 56 tiles of 128x64
+  p.named_plan = {128, 64, 64, 1};
+  const GemmPlan alone = plan_gemm(p, hw);
+  CHECK(alone.tiles == 112);
+  CHECK(alone.resident_blocks == 0);
+  // Clusters that divide the grid and fit one wave change nothing here.
+  for (const auto& [cm, cn] : {std::pair{2, 1}, {1, 2}, {2, 4}}) {
+    GemmProblem c = p;
+    c.named_plan.cluster_m = cm, c.named_plan.cluster_n = cn;
+    const GemmPlan plan = plan_gemm(c, hw);
+    CHECK(plan.tiles == 112);
+    CHECK(estimate_gemm_time(plan, hw, hw.sm.count) == estimate_gemm_time(alone, hw, hw.sm.count));
+  }
+  // Four CTAs along rows over two row tiles: the grid doubles with padding CTAs, which hold SMs.
+  GemmProblem over = p;
+  over.named_plan.cluster_m = 4, over.named_plan.cluster_n = 1;
+  const GemmPlan padded = plan_gemm(over, hw);
+  CHECK(padded.tiles == 224);
+  CHECK(padded.resident_blocks == 120);
+  CHECK(estimate_gemm_time(padded, hw, hw.sm.count) > 1.8 * estimate_gemm_time(alone, hw, hw.sm.count));
+  // 128 CTAs in clusters of 4: 120 run, then 8: a second wave, in the simulator as in the estimate.
+  GemmProblem wide{512, 4096, 14336, Dtype::bf16};
+  wide.named_plan = {128, 128, 64, 1};
+  GemmProblem in_fours = wide;
+  in_fours.named_plan.cluster_m = 2, in_fours.named_plan.cluster_n = 2;
+  REQUIRE(plan_gemm(in_fours, hw).tiles == 128);
+  const double one_wave = kernel_alone_us(GemmOp{wide}), two_waves = kernel_alone_us(GemmOp{in_fours});
+  INFO(one_wave << " us in clusters of 1, " << two_waves << " in clusters of 4");
+  CHECK(two_waves > 1.6 * one_wave);
+  CHECK(two_waves < 2.1 * one_wave);
+}

@@ -181,7 +181,7 @@ TEST_CASE("On a GPU with a shipped model (H100 SXM, H200) every microbench row i
   }
   const HardwareSpec hw = load_hardware_file(models_dir() + "/" + model + ".json");
   for (const Measurement& planned : microbench_measurements(std::min(cuda_device_count(), 8), Dtype::bf16)) {
-    if (planned.gemm.cluster.given()) continue;  // a cluster the row imposes: tpsim has no cluster to price (README)
+    if (planned.gemm.cluster.given()) continue;  // an imposed cluster: up to 1.5x off where it adds a wave (README)
     const auto row = measure_microbench_row(planned, GpuRunOptions{.warmup = 2, .repeats = 5, .stand_in_us = {}});
     if (!row) continue;  // an algorithm this cuBLASLt does not offer
     const Measurement& m = *row;  // timed as microbench times it: events round each launch, priced at the plan it ran

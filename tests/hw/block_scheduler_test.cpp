@@ -9,7 +9,7 @@ using namespace tpsim;
 
 namespace {
 
-SmSpec small_gpu(int sms) { return SmSpec{sms, BlockResources{2048, 65536, 233472, 32}}; }
+SmSpec small_gpu(int sms) { return SmSpec{sms, BlockResources{2048, 65536, 233472, 32}, {}}; }
 const BlockResources kGemmBlock{384, 384 * 168, 232448, 1};
 const BlockResources kNcclBlock{544, 544 * 96, 81920, 1};
 
@@ -55,6 +55,31 @@ TEST_CASE("A second kernel fills the SMs a partial wave leaves idle", "[hw][sche
   sim.run();
   CHECK(a_done == 200);
   CHECK(b_done == 200);  // ran beside A's partial wave, not after it
+}
+
+TEST_CASE("A kernel limited to fewer resident blocks than SMs runs in more waves, and leaves the rest to another", "[hw][scheduler]") {
+  // Clusters of 4 on an H100: 30 fit in its GPCs at once, 120 CTAs of 132 SMs.
+  for (auto [blocks, waves] : {std::pair{120, 1}, {121, 2}, {128, 2}, {240, 2}, {241, 3}}) {
+    Simulator sim;
+    BlockScheduler sched(sim, small_gpu(132));
+    Tick done = -1;
+    KernelRequest k = timed(blocks, 100, &done, sim);
+    k.max_resident_blocks = 120;
+    sched.launch(std::move(k));
+    sim.run();
+    INFO(blocks << " blocks");
+    CHECK(done == waves * 100);
+  }
+  Simulator sim;
+  BlockScheduler sched(sim, small_gpu(132));
+  Tick a_done = -1, b_done = -1;
+  KernelRequest a = timed(240, 100, &a_done, sim);
+  a.max_resident_blocks = 120;
+  sched.launch(std::move(a));
+  sched.launch(timed(24, 100, &b_done, sim));  // the 12 SMs A cannot use, twice
+  sim.run();
+  CHECK(a_done == 200);
+  CHECK(b_done == 200);  // beside A, not after it
 }
 
 TEST_CASE("A held communication kernel takes whole SMs from a GEMM until released", "[hw][scheduler]") {

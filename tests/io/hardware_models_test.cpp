@@ -213,3 +213,29 @@ TEST_CASE("A hardware file's library split rule is checked: its dtypes, its refe
   fraction["gemm"]["library_split"]["min_slice"]["value"] = 2816.5;
   CHECK(error_of(fraction) == "$.gemm.library_split.min_slice.value: must be a whole number");
 }
+
+TEST_CASE("A hardware file's resident clusters are checked: whole clusters per size that fit its SMs, with a source", "[hardware]") {
+  const Json shipped = shipped_h100_json();
+  CHECK(error_of(shipped).empty());
+  Json too_many = shipped;
+  too_many["sm"]["resident_clusters"]["value"][3] = 34;  // 136 CTAs in clusters of 4 on 132 SMs
+  CHECK(error_of(too_many) == "$.sm.resident_clusters.value[3]: 34 clusters of 4 CTAs need 136 SMs, more than the 132 there are");
+  Json fraction = shipped;
+  fraction["sm"]["resident_clusters"]["value"][1] = 65.5;
+  CHECK(error_of(fraction) == "$.sm.resident_clusters.value[1]: must be a whole number of at least 1, got 65.5");
+  Json longer = shipped;
+  longer["sm"]["resident_clusters"]["value"].push_back(6);
+  CHECK(error_of(longer) == "$.sm.resident_clusters.value: must list the clusters of 1 to at most 16 CTAs, got 17 entries");
+  Json unsourced = shipped;
+  unsourced["sm"]["resident_clusters"]["source"] = "";
+  CHECK(error_of(unsourced) == "$.sm.resident_clusters.source: must say where the number comes from");
+  Json unit = shipped;
+  unit["sm"]["resident_clusters"]["unit"] = "CTAs";
+  CHECK(error_of(unit) == "$.sm.resident_clusters.unit: must be \"count\" (clusters resident at once, per cluster size)");
+  Json none = shipped;
+  none["sm"].erase("resident_clusters");  // not measured: no limit known
+  REQUIRE(error_of(none).empty());
+  CHECK(parse_hardware(none, "test").sm.resident_cluster_ctas(4) == 0);
+  CHECK(parse_hardware(shipped, "test").sm.resident_cluster_ctas(8) == 120);
+  CHECK(parse_hardware(shipped, "test").sm.resident_cluster_ctas(1) == 0);  // single CTAs: as many as fit
+}

@@ -38,6 +38,9 @@ struct GemmProblem {
   struct NamedPlan {
     int tile_m = 0, tile_n = 0, tile_k = 0;
     int split_k = 0;
+    // The thread-block cluster it ran in, CTAs along C's rows x columns; 0: not named (one CTA).
+    // The grid is padded to whole clusters, and a cluster's CTAs must share one GPC.
+    int cluster_m = 0, cluster_n = 0;
     bool given() const { return tile_m > 0; }
     friend auto operator<=>(const NamedPlan&, const NamedPlan&) = default;
   } named_plan{};
@@ -97,6 +100,11 @@ struct GemmPlan {
   double reduction_written_bytes = 0;
   // Chosen by the library's own split rule (gemm.library_split), not as the fastest plan.
   bool library_split = false;
+  // A named plan's thread-block cluster (1 x 1: none): `tiles` counts the padding CTAs that round
+  // the grid up to whole clusters, and at most `resident_blocks` CTAs run at once (0: as many as
+  // fit), the clusters the GPCs hold (sm.resident_clusters).
+  int cluster_m = 1, cluster_n = 1;
+  std::int64_t resident_blocks = 0;
 };
 
 // One SM's main-loop rate with this tile: the MMA issue rate, or the rate at which

@@ -31,6 +31,9 @@ struct KernelRequest {
   bool draws_memory = false;  // streams from HBM: `block_work`, else `block_time`
   // Held kernels (NCCL channels, barriers) keep their blocks until release().
   bool held = false;
+  // At most this many blocks resident at once (0: as many as fit): a clustered kernel's CTAs
+  // must share a GPC, so fewer run than there are free SMs.
+  std::int64_t max_resident_blocks = 0;
   // What blocks placed together do: asked once per placement (a kernel's first blocks may pay a ramp).
   std::function<Tick()> block_time;       // kernels that draw no memory: their duration
   std::function<BlockWork()> block_work;  // memory-drawing kernels: prologue, math, bytes

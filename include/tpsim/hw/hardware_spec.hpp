@@ -25,6 +25,14 @@ struct BlockResources {
 struct SmSpec {
   int count = 0;
   BlockResources capacity;  // per SM: max threads, registers, shared memory, resident blocks
+  // [c - 1]: how many thread-block clusters of c CTAs the GPU holds at once when each CTA needs a
+  // whole SM (a cluster's CTAs share one GPC, whose SM counts differ); empty where not measured.
+  std::vector<int> resident_clusters;
+  // The CTAs clusters of c run at once (0: no limit known, or c = 1).
+  std::int64_t resident_cluster_ctas(int c) const {
+    if (c <= 1 || c > static_cast<int>(resident_clusters.size())) return 0;
+    return static_cast<std::int64_t>(resident_clusters[static_cast<std::size_t>(c - 1)]) * c;
+  }
 };
 
 struct GemmTile {
