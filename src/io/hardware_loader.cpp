@@ -105,8 +105,9 @@ std::vector<int> parse_resident_clusters(const ObjectReader& sm, int sms) {
     const std::string p = fmt::format("{}[{}]", q.child_path("value"), i);
     if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 1) fail_at(p, fmt::format("must be a whole number of at least 1, got {}", v[i].dump()));
     const std::int64_t clusters = v[i].get<std::int64_t>();
-    if (clusters * static_cast<std::int64_t>(i + 1) > sms)
-      fail_at(p, fmt::format("{} clusters of {} CTAs need {} SMs, more than the {} there are", clusters, i + 1, clusters * static_cast<std::int64_t>(i + 1), sms));
+    if (clusters > sms) fail_at(p, fmt::format("{} clusters are more than the {} SMs there are", clusters, sms));
+    const std::int64_t ctas = clusters * static_cast<std::int64_t>(i + 1);  // bounded: at most 16 x the SM count
+    if (ctas > sms) fail_at(p, fmt::format("{} clusters of {} CTAs need {} SMs, more than the {} there are", clusters, i + 1, ctas, sms));
     out.push_back(static_cast<int>(clusters));
   }
   return out;

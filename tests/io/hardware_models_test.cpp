@@ -223,6 +223,9 @@ TEST_CASE("A hardware file's resident clusters are checked: whole clusters per s
   Json fraction = shipped;
   fraction["sm"]["resident_clusters"]["value"][1] = 65.5;
   CHECK(error_of(fraction) == "$.sm.resident_clusters.value[1]: must be a whole number of at least 1, got 65.5");
+  Json huge = shipped;
+  huge["sm"]["resident_clusters"]["value"][15] = 1152921504606846976;  // 2^60: its CTAs would overflow
+  CHECK(error_of(huge) == "$.sm.resident_clusters.value[15]: 1152921504606846976 clusters are more than the 132 SMs there are");
   Json longer = shipped;
   longer["sm"]["resident_clusters"]["value"].push_back(6);
   CHECK(error_of(longer) == "$.sm.resident_clusters.value: must list the clusters of 1 to at most 16 CTAs, got 17 entries");
