@@ -598,6 +598,46 @@ def launch_gaps(b, torch):
             main.wait_stream(other)
             torch.add(a, a, out=c)
     out["tiny kernels alternating streams through events: gap, duration (us)"] = gaps(b.kernels(across_streams, 1))
+
+    # A same-device copy_ (cudaMemcpyAsync: the profiler's "Memcpy DtoD") between tiny kernels, as
+    # async TP's steps put a shard's copy between submatmuls: the gap from a kernel's end to the
+    # copy's start, the copy's time, and the gap from its end to the next kernel's start.
+    def copy_gaps(ks):
+        g_in, g_out, d = [], [], []
+        for i in range(1, len(ks) - 1):
+            if "Memcpy" in ks[i][0] and "Memcpy" not in ks[i - 1][0] and "Memcpy" not in ks[i + 1][0]:
+                g_in.append(ks[i][1] - ks[i - 1][2])
+                d.append(ks[i][2] - ks[i][1])
+                g_out.append(ks[i + 1][1] - ks[i][2])
+        if not d:
+            return None
+        return [round(statistics.median(x), 3) for x in (g_in, d, g_out)]
+
+    for mib in (1, 4):
+        src = torch.empty(mib << 18, device="cuda")  # float32: 2^18 elements a MiB
+        dst = torch.empty_like(src)
+
+        def kernel_copy_kernel(src=src, dst=dst):
+            torch.mm(big, big)
+            for _ in range(40):
+                torch.add(a, a, out=c)
+                dst.copy_(src)
+            torch.add(a, a, out=c)
+
+        def copy_across_streams(src=src, dst=dst):  # each copy waits for the other stream's kernel
+            torch.mm(big, big)
+            main = torch.cuda.current_stream()
+            for _ in range(40):
+                torch.add(a, a, out=c)
+                other.wait_stream(main)
+                with torch.cuda.stream(other):
+                    dst.copy_(src)
+                main.wait_stream(other)
+            torch.add(a, a, out=c)
+        ks = [k for k in b.kernels(kernel_copy_kernel, 1) if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
+        out[f"tiny kernel, {mib} MiB copy_, tiny kernel on one stream: gap in, copy, gap out (us)"] = copy_gaps(ks)
+        ks = [k for k in b.kernels(copy_across_streams, 1) if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
+        out[f"tiny kernel, {mib} MiB copy_ on the other stream through events, tiny kernel: gap in, copy, gap out (us)"] = copy_gaps(ks)
     g = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
