@@ -45,7 +45,7 @@ def plan_of(row, sms, min_slice):
         if split > 1:
             plan["split_k"] = split
         cluster = LT_CLUSTER.search(row["kernel"])
-        if cluster and row.get("cluster") is None and cluster.group(1, 2) != ("1", "1"):
+        if cluster and row.get("cluster") is None:
             plan["cluster"] = f"{cluster.group(1)}x{cluster.group(2)}"  # in the tile's terms: CTAs along rows x columns
         return plan
     match = NVJET.search(row.get("kernel", ""))

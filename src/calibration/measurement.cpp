@@ -129,10 +129,10 @@ std::int64_t dim(const ObjectReader& r, const std::string& key) {
 // A thread-block cluster as "2x4": CTAs along C's rows x columns, at most 16 in all.
 GemmProblem::Cluster cluster_at(const ObjectReader& r, const std::string& key) {
   const std::string text = r.string(key);
-  const auto extents = parse_extents(text, 2, GemmProblem::kMaxClusterCtas);
-  if (!extents || (*extents)[0] * (*extents)[1] > GemmProblem::kMaxClusterCtas)
+  const auto extents = parse_extents(text, 2, kMaxClusterCtas);
+  if (!extents || (*extents)[0] * (*extents)[1] > kMaxClusterCtas)
     fail_at(r.child_path(key), fmt::format("must look like \"2x4\" (CTAs along rows x columns, at most {} in all), got \"{}\"",
-                                           GemmProblem::kMaxClusterCtas, text));
+                                           kMaxClusterCtas, text));
   return {(*extents)[0], (*extents)[1]};
 }
 
@@ -152,8 +152,7 @@ GemmProblem::NamedPlan parse_named_plan(const ObjectReader& row, const GemmProbl
   if (split > p.k) fail_at(r.child_path("split_k"), fmt::format("{} slices of a K of {}", split, p.k));
   n.split_k = static_cast<int>(split);
   if (r.has("cluster")) {
-    const GemmProblem::Cluster c = cluster_at(r, "cluster");
-    n.cluster_m = c.m, n.cluster_n = c.n;
+    n.cluster = cluster_at(r, "cluster");
   }
   return n;
 }
@@ -175,11 +174,11 @@ void parse_cluster(const ObjectReader& r, GemmProblem& p) {
   const GemmProblem::Cluster c = cluster_at(r, "cluster");
   if (!p.named_plan.given())
     fail_at(r.child_path("cluster"), "a row that made its algorithm run in another cluster must name its \"plan\" (tile and split_k)");
-  if (p.named_plan.cluster_m > 0 && (p.named_plan.cluster_m != c.m || p.named_plan.cluster_n != c.n))
+  if (p.named_plan.cluster.given() && p.named_plan.cluster != c)
     fail_at(r.child_path("cluster"), fmt::format("the row made its algorithm run in clusters of {}x{}, its plan says {}x{}", c.m, c.n,
-                                                 p.named_plan.cluster_m, p.named_plan.cluster_n));
+                                                 p.named_plan.cluster.m, p.named_plan.cluster.n));
   p.cluster = c;
-  p.named_plan.cluster_m = c.m, p.named_plan.cluster_n = c.n;
+  p.named_plan.cluster = c;
 }
 
 // A grouped GEMM over groups of unequal size (torch._grouped_mm's offsets of unequal experts):
@@ -520,7 +519,7 @@ Json measurement_json(const Measurement& m) {
     if (const auto& n = m.gemm.named_plan; n.given()) {
       j["plan"] = {{"tile", fmt::format("{}x{}x{}", n.tile_m, n.tile_n, n.tile_k)}};
       if (n.split_k > 1) j["plan"]["split_k"] = n.split_k;
-      if (n.cluster_m > 0 && !m.gemm.cluster.given()) j["plan"]["cluster"] = fmt::format("{}x{}", n.cluster_m, n.cluster_n);
+      if (n.cluster.given() && !m.gemm.cluster.given()) j["plan"]["cluster"] = fmt::format("{}x{}", n.cluster.m, n.cluster.n);
     }
     if (m.gemm.heuristic_rank > 0) j["heuristic_rank"] = m.gemm.heuristic_rank;
     if (m.gemm.cluster.given()) j["cluster"] = fmt::format("{}x{}", m.gemm.cluster.m, m.gemm.cluster.n);

@@ -15,9 +15,10 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
-GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k, int cluster_m = 1, int cluster_n = 1) {
+GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k, GemmProblem::Cluster cluster = {}) {
   GemmPlan plan;
-  plan.cluster_m = cluster_m, plan.cluster_n = cluster_n;
+  plan.cluster = cluster;
+  const int cluster_m = cluster.given() ? cluster.m : 1, cluster_n = cluster.given() ? cluster.n : 1;
   plan.dtype = p.dtype;
   plan.tile = tile;
   plan.split_k = split_k;
@@ -123,8 +124,8 @@ GemmTile named_tile(const GemmProblem& p, const HardwareSpec& hw) {
 
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
   if (const GemmProblem::NamedPlan& n = p.named_plan; n.given()) {
-    GemmPlan plan = make_plan(p, named_tile(p, hw), std::max(1, n.split_k), std::max(1, n.cluster_m), std::max(1, n.cluster_n));
-    plan.resident_blocks = hw.sm.resident_cluster_ctas(plan.cluster_m * plan.cluster_n);
+    GemmPlan plan = make_plan(p, named_tile(p, hw), std::max(1, n.split_k), n.cluster);
+    plan.resident_blocks = hw.sm.resident_cluster_ctas(n.cluster.ctas());
     return plan;
   }
   if (const GroupedGemmSpec* grouped = p.grouped ? hw.gemm.grouped_for(p.dtype) : nullptr)

@@ -97,9 +97,8 @@ std::vector<int> parse_resident_clusters(const ObjectReader& sm, int sms) {
   if (q.string("unit") != "count") fail_at(q.child_path("unit"), "must be \"count\" (clusters resident at once, per cluster size)");
   if (q.string("source").empty()) fail_at(q.child_path("source"), "must say where the number comes from");
   const Json& v = q.array("value");
-  constexpr std::size_t kLargestCluster = 16;  // Hopper's non-portable limit
-  if (v.empty() || v.size() > kLargestCluster)
-    fail_at(q.child_path("value"), fmt::format("must list the clusters of 1 to at most {} CTAs, got {} entries", kLargestCluster, v.size()));
+  if (v.empty() || v.size() > static_cast<std::size_t>(kMaxClusterCtas))
+    fail_at(q.child_path("value"), fmt::format("must list the clusters of 1 to at most {} CTAs, got {} entries", kMaxClusterCtas, v.size()));
   std::vector<int> out;
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::string p = fmt::format("{}[{}]", q.child_path("value"), i);

@@ -57,7 +57,7 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   if (tl_.detailed)
     tl_.details[id] = fmt::format("tile {}x{}x{}, split-k {}{}, {} blocks{}", plan.tile.m, plan.tile.n, plan.tile.k, plan.split_k,
                                   plan.library_split ? " (the library's split rule)" : "", plan.blocks,
-                                  plan.cluster_m * plan.cluster_n > 1 ? fmt::format(" in clusters of {}x{}", plan.cluster_m, plan.cluster_n) : "");
+                                  plan.cluster.ctas() > 1 ? fmt::format(" in clusters of {}x{}", plan.cluster.m, plan.cluster.n) : "");
   req.block = hw_.gemm.block;
   req.blocks = plan.blocks;
   req.max_resident_blocks = plan.resident_blocks;

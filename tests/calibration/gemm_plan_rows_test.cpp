@@ -79,12 +79,11 @@ TEST_CASE("A GEMM row may make its algorithm run in another thread-block cluster
   CHECK(measurement_json(ms[0])["cluster"] == "4x2");
   CHECK(parse(std::string("[") + measurement_json(ms[1]).dump() + "]")[0].gemm == ms[1].gemm);  // round trip
   CHECK(ms[0].gemm != ms[1].gemm);
-  CHECK(ms[0].gemm.named_plan.cluster_m == 4);  // the plan ran in the cluster the row imposed: priced in it
-  CHECK(ms[0].gemm.named_plan.cluster_n == 2);
+  CHECK(ms[0].gemm.named_plan.cluster == GemmProblem::Cluster{4, 2});  // the plan ran in the cluster the row imposed: priced in it
   // A plan may name the cluster cuBLASLt gave it; a row that imposes another contradicts it.
   const auto given = parse(R"([{"kind": "gemm", "m": 256, "n": 3584, "k": 8192, "dtype": "bf16", "time_us": 31,
                                  "plan": {"tile": "128x64x64", "cluster": "2x4"}}])");
-  CHECK(given[0].gemm.named_plan.cluster_m == 2);
+  CHECK(given[0].gemm.named_plan.cluster == GemmProblem::Cluster{2, 4});
   CHECK(!given[0].gemm.cluster.given());
   CHECK(measurement_json(given[0])["plan"]["cluster"] == "2x4");
   CHECK(parse(std::string("[") + measurement_json(given[0]).dump() + "]")[0].gemm == given[0].gemm);
@@ -112,6 +111,8 @@ TEST_CASE("The plan of a cuBLASLt algorithm as microbench records it: tile, the 
   CHECK(plan->tile_n == 80);
   CHECK(plan->tile_k == 64);
   CHECK(plan->split_k == 2);
+  CHECK(plan->cluster == GemmProblem::Cluster{1, 4});  // the cluster it ran in, as cublas_plans.py reads it
+  CHECK_FALSE(plan_of_lt_algorithm("cuBLASLt algo 66, tile 64x64, split-K 1, stages 64xAUTO, cluster auto")->cluster.given());
   CHECK(plan_of_lt_algorithm("cuBLASLt algo 66, tile 320x128, split-K 1, stages 128xAUTO, cluster 1x2x1")->tile_k == 128);
   CHECK_FALSE(plan_of_lt_algorithm("cuBLASLt algo 66, tile undefined, split-K 1, stages 64xAUTO, cluster auto").has_value());
   CHECK_FALSE(plan_of_lt_algorithm("cuBLASLt algo 66, tile id 999, split-K 1, stages 64xAUTO, cluster auto").has_value());

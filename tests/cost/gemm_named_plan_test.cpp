@@ -84,14 +84,14 @@ TEST_CASE("A named plan's cluster pads the grid to whole clusters and runs no mo
   // Clusters that divide the grid and fit one wave change nothing here.
   for (const auto& [cm, cn] : {std::pair{2, 1}, {1, 2}, {2, 4}}) {
     GemmProblem c = p;
-    c.named_plan.cluster_m = cm, c.named_plan.cluster_n = cn;
+    c.named_plan.cluster = {cm, cn};
     const GemmPlan plan = plan_gemm(c, hw);
     CHECK(plan.tiles == 112);
     CHECK(estimate_gemm_time(plan, hw, hw.sm.count) == estimate_gemm_time(alone, hw, hw.sm.count));
   }
   // Four CTAs along rows over two row tiles: the grid doubles with padding CTAs, which hold SMs.
   GemmProblem over = p;
-  over.named_plan.cluster_m = 4, over.named_plan.cluster_n = 1;
+  over.named_plan.cluster = {4, 1};
   const GemmPlan padded = plan_gemm(over, hw);
   CHECK(padded.tiles == 224);
   CHECK(padded.resident_blocks == 120);
@@ -100,7 +100,7 @@ TEST_CASE("A named plan's cluster pads the grid to whole clusters and runs no mo
   GemmProblem wide{512, 4096, 14336, Dtype::bf16};
   wide.named_plan = {128, 128, 64, 1};
   GemmProblem in_fours = wide;
-  in_fours.named_plan.cluster_m = 2, in_fours.named_plan.cluster_n = 2;
+  in_fours.named_plan.cluster = {2, 2};
   REQUIRE(plan_gemm(in_fours, hw).tiles == 128);
   const double one_wave = kernel_alone_us(GemmOp{wide}), two_waves = kernel_alone_us(GemmOp{in_fours});
   INFO(one_wave << " us in clusters of 1, " << two_waves << " in clusters of 4");

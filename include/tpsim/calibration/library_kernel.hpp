@@ -1,7 +1,8 @@
 #pragma once
 // The plan a cuBLASLt algorithm names, as `tpsim microbench` records it ("cuBLASLt algo 66, tile
 // 64x80, split-K 2, stages 64xAUTO, cluster 1x4x1, ..."): the tile's rows x columns of the
-// output, its K depth (the stages'), and the split-K slices.
+// output, its K depth (the stages'), the split-K slices and the thread-block cluster, as
+// tools/cublas_plans.py reads the same records.
 #include <optional>
 #include <string>
 

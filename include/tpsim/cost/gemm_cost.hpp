@@ -33,14 +33,21 @@ struct GemmProblem {
   // Run by the vendor library (cuBLAS), whose own split-K rule applies where the hardware
   // describes it (gemm.library_split); false for a custom kernel (a fused ring GEMM's steps).
   bool by_library = true;
+  // A thread-block cluster: m x n CTAs along C's rows and columns; none (0 x 0) where not named.
+  struct Cluster {
+    int m = 0, n = 0;
+    bool given() const { return m > 0; }
+    int ctas() const { return given() ? m * n : 1; }
+    friend auto operator<=>(const Cluster&, const Cluster&) = default;
+  };
   // The plan the library ran, where a measurement names it (its kernel's tile and split-K):
   // priced as given instead of chosen. No tile (the default): tpsim chooses.
   struct NamedPlan {
     int tile_m = 0, tile_n = 0, tile_k = 0;
     int split_k = 0;
-    // The thread-block cluster it ran in, CTAs along C's rows x columns; 0: not named (one CTA).
-    // The grid is padded to whole clusters, and a cluster's CTAs must share one GPC.
-    int cluster_m = 0, cluster_n = 0;
+    // The thread-block cluster it ran in; not named: one CTA. The grid is padded to whole
+    // clusters, and a cluster's CTAs must share one GPC.
+    Cluster cluster{};
     bool given() const { return tile_m > 0; }
     friend auto operator<=>(const NamedPlan&, const NamedPlan&) = default;
   } named_plan{};
@@ -50,15 +57,10 @@ struct GemmProblem {
   int heuristic_rank = 0;
   static constexpr int kHeuristicAlgorithms = 32;  // the most the heuristic is asked for
   // The thread-block cluster a measurement made that algorithm run in (cuBLASLt's cluster shape
-  // set on it), m x n CTAs along C's rows and columns; none (the default): the one the heuristic
-  // gave it. Only a measurement sets it, to time what the cluster alone changes (its CTAs share
-  // operand loads through TMA multicast); such a row is priced at its named plan.
-  struct Cluster {
-    int m = 0, n = 0;
-    bool given() const { return m > 0; }
-    friend auto operator<=>(const Cluster&, const Cluster&) = default;
-  } cluster{};
-  static constexpr int kMaxClusterCtas = 16;  // Hopper's largest (non-portable) cluster
+  // set on it); none (the default): the one the heuristic gave it. Only a measurement sets it, to
+  // time what the cluster alone changes (its CTAs share operand loads through TMA multicast);
+  // such a row is priced at its named plan, which ran in it.
+  Cluster cluster{};
   // Every field, in order: two problems plan alike exactly when they compare equal.
   friend auto operator<=>(const GemmProblem&, const GemmProblem&) = default;
   bool ragged() const { return !group_sizes.empty(); }
@@ -100,10 +102,10 @@ struct GemmPlan {
   double reduction_written_bytes = 0;
   // Chosen by the library's own split rule (gemm.library_split), not as the fastest plan.
   bool library_split = false;
-  // A named plan's thread-block cluster (1 x 1: none): `tiles` counts the padding CTAs that round
+  // A named plan's thread-block cluster (none: one CTA): `tiles` counts the padding CTAs that round
   // the grid up to whole clusters, and at most `resident_blocks` CTAs run at once (0: as many as
   // fit), the clusters the GPCs hold (sm.resident_clusters).
-  int cluster_m = 1, cluster_n = 1;
+  GemmProblem::Cluster cluster{};
   std::int64_t resident_blocks = 0;
 };
 

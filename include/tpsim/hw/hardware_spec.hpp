@@ -22,6 +22,8 @@ struct BlockResources {
   int blocks = 1;  // block slots taken (always 1 for a real block)
 };
 
+inline constexpr int kMaxClusterCtas = 16;  // Hopper's largest (non-portable) thread-block cluster
+
 struct SmSpec {
   int count = 0;
   BlockResources capacity;  // per SM: max threads, registers, shared memory, resident blocks
