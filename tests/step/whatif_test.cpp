@@ -17,8 +17,18 @@ using namespace tpsim;
 
 namespace {
 
-// h100_sxm with the parameter at `pointer` scaled by `factor`, as a user's what-if file writes it.
-std::string whatif_file(const std::string& pointer, double factor) {
+// h100_sxm with the parameter at `pointer` scaled by `factor`, as a user's what-if file writes it;
+// removed with this object, whether the step ran or threw.
+struct WhatIfFile {
+  std::string path;
+  WhatIfFile(const std::string& pointer, double factor);
+  ~WhatIfFile() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
+
+WhatIfFile::WhatIfFile(const std::string& pointer, double factor) {
   const std::string base = models_dir() + "/h100_sxm.json";
   std::ifstream in(base);
   const Json shipped = Json::parse(in);
@@ -27,10 +37,9 @@ std::string whatif_file(const std::string& pointer, double factor) {
   file[at] = shipped.at(at);
   file[at]["value"] = shipped.at(at).at("value").get<double>() * factor;
   file[at]["source"] = "what-if";
-  const auto path = std::filesystem::temp_directory_path() /
-                    fmt::format("tpsim_whatif_{}_{}.json", ::getpid(), std::hash<std::string>{}(pointer));
+  path = (std::filesystem::temp_directory_path() / fmt::format("tpsim_whatif_{}_{}.json", ::getpid(), std::hash<std::string>{}(pointer)))
+             .string();
   std::ofstream(path) << file.dump();
-  return path.string();
 }
 
 std::vector<double> tokens_per_gpu(const std::string& hardware, const std::string& workload, int gpus) {
@@ -55,9 +64,8 @@ TEST_CASE("Faster NVLink, NICs or HBM never slow a training step, whatever its m
   for (const auto& [workload, gpus] : steps) {
     const std::vector<double> base = tokens_per_gpu("h100_sxm", workload, gpus);
     for (const auto& [pointer, factor] : faster) {
-      const std::string file = whatif_file(pointer, factor);
-      const std::vector<double> what_if = tokens_per_gpu(file, workload, gpus);
-      std::filesystem::remove(file);
+      const WhatIfFile file(pointer, factor);
+      const std::vector<double> what_if = tokens_per_gpu(file.path, workload, gpus);
       REQUIRE(what_if.size() == base.size());
       for (std::size_t v = 0; v < base.size(); ++v) {
         INFO(fmt::format("{} x{} on {} GPUs, variant {}: {:.1f} -> {:.1f} tokens/s/GPU", pointer, factor, gpus, v, base[v], what_if[v]));
