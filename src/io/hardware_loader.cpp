@@ -374,11 +374,12 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   }
 
   const ObjectReader launch = root.object("launch", {"host_overhead", "eager_op_overhead", "eager_gemm_overhead", "device_latency",
-                                                     "graph_device_latency", "cross_stream_latency"});
+                                                     "repeat_latency", "graph_device_latency", "cross_stream_latency"});
   hw.launch.host_overhead = Quantities(launch).time("host_overhead");
   hw.launch.eager_op_overhead = Quantities(launch).time("eager_op_overhead");
   hw.launch.eager_gemm_overhead = Quantities(launch).time("eager_gemm_overhead");
   hw.launch.device_latency = Quantities(launch).time("device_latency");
+  hw.launch.repeat_latency = Quantities(launch).time("repeat_latency");
   hw.launch.graph_device_latency = Quantities(launch).time("graph_device_latency");
   hw.launch.cross_stream_latency = Quantities(launch).time("cross_stream_latency");
 

@@ -441,19 +441,20 @@ TEST_CASE("Measurements held out of a fit show whether it generalises", "[calibr
 }
 
 TEST_CASE("Parameters a fit can only see as a sum are reported as a tradeoff", "[calibration]") {
-  // A launch (host call to kernel end) sees host overhead + device latency, never either alone.
+  // A launch (host call to kernel end, the same tiny kernel again and again) sees host overhead +
+  // the repeat latency, never either alone.
   std::vector<Measurement> ms = {make(MeasurementKind::launch, {}, 0, 1)};
   ms[0].time_us = 9;
   Json hw = h100_json();
   FitOptions options;
-  options.only = {"/launch/host_overhead", "/launch/device_latency"};
+  options.only = {"/launch/host_overhead", "/launch/repeat_latency"};
   const FitReport r = fit_hardware(hw, ms, load_calibration_parameters(default_calibration_parameters_file()), options);
   REQUIRE(r.tradeoffs.size() == 1);
   CHECK(r.tradeoffs[0].a == "/launch/host_overhead");
-  CHECK(r.tradeoffs[0].b == "/launch/device_latency");
+  CHECK(r.tradeoffs[0].b == "/launch/repeat_latency");
   CHECK(r.tradeoffs[0].correlation < -0.95);
-  CHECK_THAT(format_fit_report(r, ms), Catch::Matchers::Contains("/launch/host_overhead, /launch/device_latency trade off"));
-  CHECK(fit_report_json(r, ms)["tradeoffs"][0]["b"] == "/launch/device_latency");
+  CHECK_THAT(format_fit_report(r, ms), Catch::Matchers::Contains("/launch/host_overhead, /launch/repeat_latency trade off"));
+  CHECK(fit_report_json(r, ms)["tradeoffs"][0]["b"] == "/launch/repeat_latency");
 }
 
 TEST_CASE("Calibration never writes a model that fits worse than its start", "[calibration]") {

@@ -242,3 +242,15 @@ TEST_CASE("A hardware file's resident clusters are checked: whole clusters per s
   CHECK(parse_hardware(shipped, "test").sm.resident_cluster_ctas(8) == 120);
   CHECK(parse_hardware(shipped, "test").sm.resident_cluster_ctas(1) == 0);  // single CTAs: as many as fit
 }
+
+TEST_CASE("On the H100 a kernel after another kernel waits longer than the same kernel launched again", "[hardware]") {
+  // The step profiles' gaps between different kernels against tiny kernels replayed back to back
+  // (models/h100_sxm.json's sources); the parts without that measurement give both one guess.
+  const HardwareSpec h100 = load_hardware_file(models_dir() + "/h100_sxm.json");
+  CHECK(h100.launch.device_latency > 1.8 * h100.launch.repeat_latency);
+  CHECK(load_hardware_file(models_dir() + "/h200.json").launch.device_latency == h100.launch.device_latency);
+  for (const char* name : {"a100_sxm", "b200", "h100_pcie"}) {
+    const HardwareSpec hw = load_hardware_file(models_dir() + "/" + name + ".json");
+    CHECK(hw.launch.repeat_latency == hw.launch.device_latency);
+  }
+}

@@ -99,6 +99,9 @@ TEST_CASE("Bad hardware files name the JSON path of the problem", "[io][hardware
   broken["launch"]["host_overhead"]["value"] = -1;
   CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.launch.host_overhead.value: must be positive"));
   broken = hw;
+  broken["launch"].erase("repeat_latency");
+  CHECK_THROWS_WITH(parse_hardware(broken, "x"), Contains("$.launch: missing required key \"repeat_latency\""));
+  broken = hw;
   broken["nccl"].erase("channel_reduce_bandwidth");
   CHECK_THROWS_WITH(parse_hardware(broken, "x"),
                     Contains("$.nccl: needs both \"channel_copy_bandwidth\" and \"channel_reduce_bandwidth\" or neither"));
