@@ -603,28 +603,26 @@ def launch_gaps(b, torch):
     # against repeat_latency in the hardware files): two different tiny kernels taking turns, and a
     # kernel over all SMs taking turns with a tiny one (the gap after each of them).
     m = torch.empty_like(a)
-
-    def two_tiny_kernels():
-        torch.mm(big, big)
-        for _ in range(50):
-            torch.add(a, a, out=c)
-            torch.mul(a, a, out=m)
-    out["two different tiny kernels taking turns: gap, duration (us)"] = gaps(b.kernels(two_tiny_kernels, 1))
     wide_in = torch.randn(1 << 22, device="cuda")  # 16 MiB: thousands of blocks over every SM
     wide_out = torch.empty_like(wide_in)
 
-    def wide_then_tiny():
-        torch.mm(big, big)
-        for _ in range(40):
-            torch.mul(wide_in, wide_in, out=wide_out)
-            torch.add(a, a, out=c)
+    def taking_turns(first, second, times):
+        def run():
+            torch.mm(big, big)
+            for _ in range(times):
+                first()
+                second()
+        return [k for k in b.kernels(run, 1) if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
 
-    ks = [k for k in b.kernels(wide_then_tiny, 1) if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
-    after_wide = [ks[i + 1][1] - ks[i][2] for i in range(len(ks) - 1) if ks[i][2] - ks[i][1] > ks[i + 1][2] - ks[i + 1][1]]
-    after_tiny = [ks[i + 1][1] - ks[i][2] for i in range(len(ks) - 1) if ks[i][2] - ks[i][1] < ks[i + 1][2] - ks[i + 1][1]]
-    if after_wide and after_tiny:
+    tiny_add, tiny_mul = (lambda: torch.add(a, a, out=c)), (lambda: torch.mul(a, a, out=m))
+    out["two different tiny kernels taking turns: gap, duration (us)"] = gaps(taking_turns(tiny_add, tiny_mul, 50))
+    ks = taking_turns(lambda: torch.mul(wide_in, wide_in, out=wide_out), tiny_add, 40)
+    after = {True: [], False: []}  # the gap after the wide kernel, after the tiny one
+    for k, nxt in zip(ks, ks[1:]):
+        after[k[2] - k[1] > nxt[2] - nxt[1]].append(nxt[1] - k[2])
+    if after[True] and after[False]:
         out["a 16 MiB kernel and a tiny one taking turns: gap after the wide one, after the tiny one (us)"] = [
-            round(statistics.median(after_wide), 3), round(statistics.median(after_tiny), 3)]
+            round(statistics.median(after[True]), 3), round(statistics.median(after[False]), 3)]
 
     # A same-device copy_ (cudaMemcpyAsync: the profiler's "Memcpy DtoD") between tiny kernels, as
     # async TP's steps put a shard's copy between submatmuls: the gap from a kernel's end to the
