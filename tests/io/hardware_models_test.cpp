@@ -245,7 +245,8 @@ TEST_CASE("A hardware file's resident clusters are checked: whole clusters per s
 
 TEST_CASE("On the H100 a kernel after another kernel waits longer than the same kernel launched again", "[hardware]") {
   // The step profiles' gaps between different kernels against tiny kernels replayed back to back
-  // (models/h100_sxm.json's sources); the parts without that measurement give both one guess.
+  // (models/h100_sxm.json's sources; the H200 takes them); the parts without that measurement
+  // give both one guess.
   const HardwareSpec h100 = load_hardware_file(models_dir() + "/h100_sxm.json");
   CHECK(h100.launch.device_latency > 1.8 * h100.launch.repeat_latency);
   CHECK(load_hardware_file(models_dir() + "/h200.json").launch.device_latency == h100.launch.device_latency);
