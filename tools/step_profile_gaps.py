@@ -36,8 +36,8 @@ def quantile(sorted_values, q):
 
 def gaps(profile, path):
     """(forward/backward gaps, optimizer gaps, gaps left out) of one profile, in us."""
-    kernels = profile.get("kernels")
-    if profile.get("format") != "tpsim-step-profile" or not isinstance(kernels, list):
+    kernels = profile.get("kernels") if isinstance(profile, dict) else None
+    if not isinstance(kernels, list) or profile.get("format") != "tpsim-step-profile":
         raise ValueError(f"{path}: not a step profile of tools/torch_train_step_bench.py (format tpsim-step-profile with kernels)")
     layers, optimizer, dropped = [], [], 0
     for i, (a, b) in enumerate(zip(kernels, kernels[1:])):

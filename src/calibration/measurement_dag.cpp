@@ -226,7 +226,7 @@ double op_level_us(const Measurement& m, const HardwareSpec& hw) {
   const MeasurementDag md = measurement_dag(m);
   const bool repeats = m.kind == MeasurementKind::launch;
   const double span = measured_span_us(md, execute(md.dag, repeats ? launched_after_itself(hw) : hw, false));
-  // Timed by events around the launch: the kernel starts a launch gap after the start event.
+  // Timed by events around the launch: the kernel starts the repeat gap after the start event.
   return m.timing == MeasurementTiming::events ? span + to_us(hw.launch.repeat_latency) : span;
 }
 

@@ -250,15 +250,15 @@ if [ -n "$fitted" ] && [ "$fitted" = "$shipped" ]; then echo "ok H200 power law"
 
 # The launch gap between two different kernels: the shipped H100 value is what its step
 # profiles' gaps give (the H200 takes it), and a file that is no profile is one line and exit 2.
-for gpu in h100_sxm; do
-  measured="$(python3 "$root/tools/step_profile_gaps.py" "$root"/models/measurements/step_profiles/${gpu}_*.json.gz | sed -n 's/^median: \([0-9.]*\)$/\1/p')"
-  shipped="$(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["launch"]["device_latency"]["value"])' "$root/models/$gpu.json")"
-  if [ -n "$measured" ] && [ "$measured" = "$shipped" ]; then echo "ok $gpu launch gap from the step profiles"
-  else echo "FAIL $gpu launch gap from the step profiles: tool $measured, model $shipped"; fails=$((fails+1)); fi
+measured="$(python3 "$root/tools/step_profile_gaps.py" "$root"/models/measurements/step_profiles/h100_sxm_*.json.gz | sed -n 's/^median: \([0-9.]*\)$/\1/p')"
+shipped="$(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["launch"]["device_latency"]["value"])' "$root/models/h100_sxm.json")"
+if [ -n "$measured" ] && [ "$measured" = "$shipped" ]; then echo "ok launch gap from the step profiles"
+else echo "FAIL launch gap from the step profiles: tool $measured, model $shipped"; fails=$((fails+1)); fi
+for not_a_profile in "$root/models/h100_sxm.json" "$root/scenarios/sweep_async_tp_crossover.png"; do
+  python3 "$root/tools/step_profile_gaps.py" "$not_a_profile" > /dev/null 2> "$work/err"; rc=$?
+  if [ $rc = 2 ] && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok step_profile_gaps: $(basename "$not_a_profile") is no profile, one line"
+  else echo "FAIL step_profile_gaps on $(basename "$not_a_profile"): exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
 done
-python3 "$root/tools/step_profile_gaps.py" "$root/models/h100_sxm.json" > /dev/null 2> "$work/err"; rc=$?
-if [ $rc = 2 ] && [ "$(wc -l < "$work/err")" = 1 ]; then echo "ok step_profile_gaps: a file that is no profile is one line"
-else echo "FAIL step_profile_gaps on a file that is no profile: exit $rc"; cat "$work/err"; fails=$((fails+1)); fi
 
 # cuBLAS's own plans, named from the kernels the thin sweep recorded: every row gets one (a
 # split kernel its slices), and tpsim prices the file.
