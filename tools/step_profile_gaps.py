@@ -14,20 +14,12 @@ left out, and counted.
 """
 import argparse
 import gzip
-import json
 import statistics
 import sys
 
+from step_profile_kernels import load  # the step profiles' reader beside this file
+
 MAX_GAP_US = 30.0
-
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt") as f:
-            return json.load(f)
-    except (ValueError, EOFError, gzip.BadGzipFile) as e:  # json.JSONDecodeError is a ValueError
-        raise ValueError(f"{path}: not JSON ({e})") from None
 
 
 def quantile(sorted_values, q):
@@ -68,7 +60,11 @@ def main():
     pooled, pooled_optimizer = [], []
     try:
         for path in a.profiles:
-            layers, optimizer, dropped = gaps(load(path), path)
+            try:
+                profile = load(path)
+            except (ValueError, EOFError, gzip.BadGzipFile) as e:  # json.JSONDecodeError is a ValueError
+                raise ValueError(f"{path}: not JSON ({e})") from None
+            layers, optimizer, dropped = gaps(profile, path)
             if not layers:
                 raise ValueError(f"{path}: no forward or backward gap to measure")
             print(f"{path}: forward and backward {describe(layers)}; {dropped} left out")
