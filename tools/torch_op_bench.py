@@ -575,17 +575,26 @@ def launch_gaps(b, torch):
     big = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     out = {}
 
+    def not_gemm(ks):  # the kernels after the GEMM that keeps the GPU busy while the host queues them
+        return [k for k in ks if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
+
     def gaps(ks):
-        tiny = [k for k in ks if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
+        tiny = not_gemm(ks)
         g = [tiny[i + 1][1] - tiny[i][2] for i in range(len(tiny) - 1)]
         d = [k[2] - k[1] for k in tiny]
         return round(statistics.median(g), 3), round(statistics.median(d), 3)
 
-    def queued():
-        torch.mm(big, big)  # keeps the GPU busy while the host queues the tiny kernels
-        for _ in range(100):
-            torch.add(a, a, out=c)
-    out["queued tiny kernels: gap, duration (us)"] = gaps(b.kernels(queued, 1))
+    def taking_turns(first, second, times):  # queued behind a GEMM: first, second, first, ...
+        def run():
+            torch.mm(big, big)
+            for _ in range(times):
+                first()
+                second()
+        return not_gemm(b.kernels(run, 1))
+
+    def tiny_add():
+        torch.add(a, a, out=c)
+    out["queued tiny kernels: gap, duration (us)"] = gaps(taking_turns(tiny_add, tiny_add, 50))
     other = torch.cuda.Stream()
 
     def across_streams():  # each tiny kernel waits for the previous one on the other stream
@@ -606,15 +615,8 @@ def launch_gaps(b, torch):
     wide_in = torch.randn(1 << 22, device="cuda")  # 16 MiB: thousands of blocks over every SM
     wide_out = torch.empty_like(wide_in)
 
-    def taking_turns(first, second, times):
-        def run():
-            torch.mm(big, big)
-            for _ in range(times):
-                first()
-                second()
-        return [k for k in b.kernels(run, 1) if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
-
-    tiny_add, tiny_mul = (lambda: torch.add(a, a, out=c)), (lambda: torch.mul(a, a, out=m))
+    def tiny_mul():
+        torch.mul(a, a, out=m)
     out["two different tiny kernels taking turns: gap, duration (us)"] = gaps(taking_turns(tiny_add, tiny_mul, 50))
     ks = taking_turns(lambda: torch.mul(wide_in, wide_in, out=wide_out), tiny_add, 40)
     after = {True: [], False: []}  # the gap after the wide kernel, after the tiny one
@@ -659,9 +661,9 @@ def launch_gaps(b, torch):
                     dst.copy_(src)
                 main.wait_stream(other)
             torch.add(a, a, out=c)
-        ks = [k for k in b.kernels(kernel_copy_kernel, 1) if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
+        ks = not_gemm(b.kernels(kernel_copy_kernel, 1))
         out[f"tiny kernel, {mib} MiB copy_, tiny kernel on one stream: gap in, copy, gap out (us)"] = copy_gaps(ks)
-        ks = [k for k in b.kernels(copy_across_streams, 1) if "nvjet" not in k[0] and "gemm" not in k[0].lower()]
+        ks = not_gemm(b.kernels(copy_across_streams, 1))
         out[f"tiny kernel, {mib} MiB copy_ on the other stream through events, tiny kernel: gap in, copy, gap out (us)"] = copy_gaps(ks)
     g = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
