@@ -111,8 +111,8 @@ struct LaunchSpec {
   Tick host_overhead = 0;   // host time to enqueue one kernel, copy or event call from compiled code
   Tick eager_op_overhead = 0;    // host time of one eager PyTorch op (Python, dispatcher, launch)
   Tick eager_gemm_overhead = 0;  // the same for a matmul (cuBLAS heuristic lookup, workspace, launch)
-  Tick device_latency = 0;  // from a kernel's dependencies done to its first block running (a kernel
-                            // other than the one before it, as in every simulated program)
+  Tick device_latency = 0;  // from a kernel's dependencies done to its first block running, for a
+                            // kernel after another kernel: every launch of a simulated program
   Tick repeat_latency = 0;  // the same, for the same kernel launched again right after itself (a
                             // benchmark's loop): the measurement rows that time such loops
   Tick graph_device_latency = 0;  // the same for a kernel replayed from a CUDA graph
