@@ -1,6 +1,8 @@
 #include "support/catch.hpp"
 
 #include "support/simulate.hpp"
+#include "tpsim/cost/elementwise_cost.hpp"
+#include "tpsim/cost/gemm_cost.hpp"
 
 using namespace tpsim;
 using namespace tpsim::test;
@@ -200,4 +202,42 @@ TEST_CASE("A persistent fused kernel draws from the same HBM as a kernel beside 
   CHECK((fused_bytes + 4e9) / span <= h100().memory.hbm_bytes_per_ps * (1 + 1e-6));
   // And the fused kernel is slowed by its neighbour, as any GEMM beside it would be.
   CHECK(f_end - f_start > alone_end - alone_start);
+}
+
+namespace {
+
+// A 1 MiB copy on stream 1 launched behind a thin, deep GEMM on stream 0 whose blocks hold
+// all but a few SMs (the split-K submatmul of async TP's reduce-scatter): the copy's device
+// time, squeezed and alone, with `extra` added to the copy kernel's start-up.
+std::pair<double, double> copy_squeezed_and_alone_us(Tick extra) {
+  HardwareSpec hw = h100();
+  hw.elementwise.block_overhead += extra;
+  const ElementwiseOp copy{1 << 20, 1 << 20};
+  Dag dag(1);
+  dag.add(0, 0, "gemm", GemmOp{{64, 4096, 4 * 14336, Dtype::bf16}});
+  const OpId squeezed = dag.add(0, 1, "copy", copy);
+  return {op_us(execute(dag, hw), squeezed), kernel_alone_us(copy, hw)};
+}
+
+}  // namespace
+
+TEST_CASE("A copy squeezed onto the SMs a GEMM leaves makes its blocks' first round trip once per round of blocks",
+          "[runtime]") {
+  const HardwareSpec& hw = h100();
+  const GemmPlan gemm = plan_gemm(GemmProblem{64, 4096, 4 * 14336, Dtype::bf16}, hw);
+  const std::int64_t free_sms = hw.sm.count - gemm.blocks;  // a GEMM block takes a whole SM
+  REQUIRE(free_sms > 0);
+  REQUIRE(free_sms <= 8);
+  const std::int64_t per_sm = hw.sm.capacity.threads / hw.elementwise.block.threads;
+  const std::int64_t blocks = plan_elementwise(2 << 20, hw).blocks;
+  const std::int64_t rounds = (blocks + free_sms * per_sm - 1) / (free_sms * per_sm);
+  REQUIRE(rounds >= 4);
+  const auto [squeezed, alone] = copy_squeezed_and_alone_us(0);
+  INFO("squeezed " << squeezed << " us, alone " << alone << " us, " << rounds << " rounds");
+  CHECK(squeezed >= static_cast<double>(rounds) * to_us(hw.elementwise.block_overhead));
+  CHECK(squeezed > 3 * alone);
+  // A slower start-up: once more alone (its blocks go out together), once more per round squeezed.
+  const auto [squeezed_slow, alone_slow] = copy_squeezed_and_alone_us(ticks_from_us(1));
+  CHECK(alone_slow - alone == Approx(1.0).margin(0.01));
+  CHECK(squeezed_slow - squeezed == Approx(static_cast<double>(rounds)).margin(1.0));
 }
