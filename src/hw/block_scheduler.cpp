@@ -163,7 +163,7 @@ void BlockScheduler::run_group(KernelId id, int group) {
   const int n = static_cast<int>(groups_[static_cast<std::size_t>(group)].size());
   const BlockWork work = k.req.block_work_at ? k.req.block_work_at(group_block_[static_cast<std::size_t>(group)]) : k.req.block_work();
   const auto stream = [this, id, group, n, work] { hbm_.add(n, work, [this, id, group] { finish_group(id, group); }); };
-  if (work.delay > 0) sim_.schedule_after(work.delay, stream);  // a kernel's first blocks: once per kernel
+  if (work.delay > 0) sim_.schedule_after(work.delay, stream);  // a ramp or start-up before bytes flow
   else stream();
 }
 

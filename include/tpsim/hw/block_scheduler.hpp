@@ -34,7 +34,8 @@ struct KernelRequest {
   // At most this many blocks resident at once (0: as many as fit): a clustered kernel's CTAs
   // must share a GPC, so fewer run than there are free SMs.
   std::int64_t max_resident_blocks = 0;
-  // What blocks placed together do: asked once per placement (a kernel's first blocks may pay a ramp).
+  // What blocks placed together do: asked once per placement (a GEMM's first blocks pay its ramp,
+  // every placement of a streaming kernel's blocks its start-up).
   std::function<Tick()> block_time;       // kernels that draw no memory: their duration
   std::function<BlockWork()> block_work;  // memory-drawing kernels: prologue, math, bytes
   // Memory-drawing kernels whose blocks differ in work (a causal attention's query tiles): set

@@ -263,9 +263,10 @@ struct AttentionSpec {
 struct ElementwiseSpec {
   BlockResources block;
   int blocks_per_sm = 1;  // grid = SMs x this (grid-stride loop)
-  // A streaming kernel's start-up, paid by the blocks placed first: the first loads' DRAM round
-  // trip before bytes flow (behind the dirty lines earlier kernels left in L2), the last stores'
-  // drain; its floor: a tiny copy still takes it.
+  // A streaming kernel's start-up, paid by every placement of its blocks (once when they go out
+  // together; once per round where another kernel's blocks leave it few SMs): the first loads'
+  // DRAM round trip before bytes flow (behind the dirty lines earlier kernels left in L2), the
+  // last stores' drain; its floor: a tiny copy still takes it.
   Tick block_overhead = 0;
   // Elements one SM puts through ATen's unvectorized loops per ps (ElementLoop cast, index,
   // scatter, cat): their instructions per element bound them below HBM's rate. The legacy
@@ -294,7 +295,7 @@ struct ReductionSpec {
   std::array<double, kReductionKernels> sm_round_output_bytes_per_ps{};
   std::array<int, kReductionKernels> loads_per_round{};
   // The kernel's start-up, where it exceeds a streaming kernel's (ATen's reduce kernel: its
-  // config and index setup), paid by the blocks placed first; where none is given,
+  // config and index setup), paid as elementwise.block_overhead is; where none is given,
   // elementwise.block_overhead.
   std::array<Tick, kReductionKernels> block_overhead{};
 };

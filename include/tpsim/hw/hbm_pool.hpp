@@ -20,7 +20,7 @@
 namespace tpsim {
 
 struct BlockWork {
-  Tick delay = 0;            // before it touches HBM: a kernel's ramp across the SMs (its first blocks only)
+  Tick delay = 0;            // before it touches HBM: a GEMM's ramp (first blocks), a streaming kernel's start-up
   Tick fixed = 0;            // prologue and epilogue: pipeline fill, loads too
   Tick compute = 0;          // math time; 0 for a pure streaming kernel
   double bytes = 0;          // HBM bytes one block reads and writes
