@@ -60,7 +60,8 @@ double loop_sm_elements_per_ps(const LoopWork& w, const ElementwiseSpec& ew) {
 
 BlockWork elementwise_block_work(const ElementwisePlan& plan, const HardwareSpec& hw, const LoopWork& w) {
   // No prologue: its start-up (elementwise.block_overhead) is dead time before bytes flow, not
-  // a prologue other blocks' streaming hides, so the launch charges it as the kernel's ramp.
+  // a prologue other blocks' streaming hides, so the launch charges it to every placement of
+  // the kernel's blocks (once where they go out together) and estimates add it once.
   double sm_bytes_per_ps = hw.memory.sm_max_bytes_per_ps;
   // An unvectorized loop's SM moves its bytes no faster than it gets through the elements.
   const double sm_elements_per_ps = loop_sm_elements_per_ps(w, hw.elementwise);

@@ -35,7 +35,7 @@ BlockWork reduction_block_work(const ElementwisePlan& plan, ReductionKernel kern
     const int rounds = (partials + per_round - 1) / per_round;
     compute += rounds * duration_for(out_bytes, hw.reduction.sm_round_output_bytes_per_ps[k] * share);
   }
-  return BlockWork{.compute = compute,  // its start-up is the kernel's ramp (reduction.block_overhead)
+  return BlockWork{.compute = compute,  // its start-up (reduction.block_overhead): charged per placement by the launch
                    .bytes = plan.bytes_per_block, .max_bytes_per_ps = hw.memory.sm_max_bytes_per_ps * share};
 }
 
