@@ -17,15 +17,21 @@ struct CpShape {
   std::int64_t per_sequence = 0;
   std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
   std::int64_t v_head_dim = 0;  // values' (and outputs') width per head: MLA's is narrower than its keys'
+  // The K/V heads of the tensors SDPA is handed, which the loop moves and accumulates:
+  // kv_heads, or every query head where the model code repeated K and V before SDPA.
+  std::int64_t sdpa_kv_heads = 0;
 };
 
 // MLA's blocks are its per-head keys and values as the up projection made them: the K/V
 // tensors PyTorch's context_parallel hands SDPA (192-wide keys, 128-wide values for
-// DeepSeek-V3), not the compressed latent.
+// DeepSeek-V3), not the compressed latent. torchtitan's model code hands it K and V already
+// repeated to every query head, so its ring moves (and its backward accumulates in fp32)
+// heads / kv_heads times the GQA bytes (_templated_ring_attention takes SDPA's key and value).
 CpShape cp_shape(const TrainingStepSpec& t) {
   const int tp = t.mesh.size(MeshDim::tp), cp = t.mesh.size(MeshDim::cp);
-  return {t.rank_tokens(), t.seq_len / cp, t.model.heads / tp, std::max<std::int64_t>(1, t.model.kv_heads / tp), t.model.head_dim,
-          t.model.v_head_dim()};
+  const std::int64_t heads = t.model.heads / tp, kv_heads = std::max<std::int64_t>(1, t.model.kv_heads / tp);
+  const bool repeated = kv_repeated_for_sdpa(t.torchtitan_model_code(), t.model.is_mla(), kv_heads, heads);
+  return {t.rank_tokens(), t.seq_len / cp, heads, kv_heads, t.model.head_dim, t.model.v_head_dim(), repeated ? heads : kv_heads};
 }
 
 Tick alone(OpPayload op, const HardwareSpec& hw) { return kernels_alone({{"kernel", std::move(op)}}, hw); }
@@ -40,7 +46,7 @@ AttentionProblem cp_block_problem(const TrainingStepSpec& t, Dtype dtype, bool b
 
 double cp_kv_block_bytes(const TrainingStepSpec& t, double element_bytes) {
   const CpShape s = cp_shape(t);
-  return static_cast<double>(s.tokens) * static_cast<double>(s.kv_heads * (s.head_dim + s.v_head_dim)) * element_bytes;
+  return static_cast<double>(s.tokens) * static_cast<double>(s.sdpa_kv_heads * (s.head_dim + s.v_head_dim)) * element_bytes;
 }
 
 CpAttentionCost simulate_cp_attention(const TrainingStepSpec& t, const HardwareSpec& hw, Dtype dtype, bool backward) {
@@ -51,7 +57,7 @@ CpAttentionCost simulate_cp_attention(const TrainingStepSpec& t, const HardwareS
   const double e = dtype_bytes(dtype), f32 = 4.0;
   const double q = static_cast<double>(s.tokens) * static_cast<double>(s.heads * s.head_dim);
   const double out = static_cast<double>(s.tokens) * static_cast<double>(s.heads * s.v_head_dim);
-  const double kv = static_cast<double>(s.tokens) * static_cast<double>(s.kv_heads * (s.head_dim + s.v_head_dim)) / 2;  // K and V, averaged
+  const double kv = static_cast<double>(s.tokens) * static_cast<double>(s.sdpa_kv_heads * (s.head_dim + s.v_head_dim)) / 2;  // K and V, averaged
   const double kv_block = cp_kv_block_bytes(t, e);
   // Every step is half a (2 chunks x 2 chunks) block: the causal local block, or a full
   // block of one chunk's queries or keys.

@@ -19,6 +19,7 @@
 #include "tpsim/strategies/registry.hpp"
 #include "tpsim/strategies/unfused_attention.hpp"
 #include "tpsim/core/invariant.hpp"
+#include "tpsim/workload/model_shape.hpp"
 
 namespace tpsim::strategy {
 
@@ -360,7 +361,7 @@ class LayerBuilder {
   // copy's gradient back over its repeats (ATen's reduce kernel, or a generated one).
   void repeat_kv(bool backward) {
     const bool aten = sc_.workload.aten_elementwise;
-    if ((!aten && !sc_.workload.compile) || is_mla() || sh_.hkv >= sh_.hq) return;
+    if (!kv_repeated_for_sdpa(aten || sc_.workload.compile, is_mla(), sh_.hkv, sh_.hq)) return;
     const double kv = double(sh_.t) * double(sh_.hkv * sh_.hd), q = double(sh_.t) * double(sh_.hq * sh_.hd);
     if (!backward) return kernels("attention.repeat_kv", repeat_kv_kernels(kv, q, sh_.e, aten));
     for (const char* which : {"k", "v"})

@@ -67,6 +67,36 @@ TEST_CASE("ring and all-gather move the same K/V bytes per rank: cp - 1 blocks",
   CHECK(bytes_of(rb.collectives, "send_recv (fp32 dK/dV") == Approx(2 * block));
 }
 
+TEST_CASE("torchtitan's model code hands the ring K and V repeated to every query head", "[step][cp]") {
+  // repeat_kv runs before SDPA in torchtitan's model code (eager or compiled), so the ring
+  // moves, and backward accumulates, heads / kv_heads times the GQA bytes: 32 / 8 for 8B.
+  const int cp = 4, tp = 2;
+  const auto with = [&](const std::string& extra) {
+    std::string json = cp_step(tp, cp, 1, "allgather", R"(["tp", "cp"])");
+    json.insert(json.find(R"("cp_method")"), extra);
+    return parse(json);
+  };
+  const Scenario fused = with("");
+  const double gqa = cp_kv_block_bytes(fused.workload.step, 2);
+  CHECK(gqa == Approx(2.0 * (16384 / cp) * (8 / tp) * 128 * 2));
+  for (const char* code : {R"("compile": true, )", R"("elementwise": "aten", )"}) {
+    const Scenario titan = with(code);
+    INFO(code);
+    CHECK(cp_kv_block_bytes(titan.workload.step, 2) == Approx(gqa * 32 / 8));
+    const CpAttentionCost f = simulate_cp_attention(fused.workload.step, fused.hardware, fused.dtype, true);
+    const CpAttentionCost r = simulate_cp_attention(titan.workload.step, titan.hardware, titan.dtype, true);
+    CHECK(bytes_of(r.collectives, "all_gather") == Approx(4 * bytes_of(f.collectives, "all_gather")));
+    CHECK(bytes_of(r.collectives, "send_recv (fp32 dK/dV") == Approx(4 * bytes_of(f.collectives, "send_recv (fp32 dK/dV")));
+    // The same attention kernels, more bytes beside them: the loop never gets faster.
+    CHECK(r.compute_alone >= f.compute_alone);
+    CHECK(r.loop >= f.loop);
+  }
+  // With as many K/V heads as query heads there is nothing to repeat.
+  CHECK_FALSE(kv_repeated_for_sdpa(true, false, 32, 32));
+  CHECK_FALSE(kv_repeated_for_sdpa(true, true, 1, 32));  // MLA's per-head keys and values
+  CHECK_FALSE(kv_repeated_for_sdpa(false, false, 8, 32));
+}
+
 TEST_CASE("the block loop is never faster than its kernels and hides part of its transfers", "[step][cp]") {
   for (const char* method : {"ring", "allgather"})
     for (bool backward : {false, true}) {

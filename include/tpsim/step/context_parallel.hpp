@@ -42,7 +42,8 @@ CpAttentionCost simulate_cp_attention(const TrainingStepSpec& t, const HardwareS
 // causal-shaped (half of the full block's work, whatever the step).
 AttentionProblem cp_block_problem(const TrainingStepSpec& t, Dtype dtype, bool backward);
 
-// K and V bytes one rank holds for one block of its TP heads (KV heads replicated below tp).
+// K and V bytes one rank holds for one block of its TP heads (KV heads replicated below tp),
+// as SDPA is handed them: repeated to every query head by torchtitan's model code.
 double cp_kv_block_bytes(const TrainingStepSpec& t, double element_bytes);
 
 }  // namespace tpsim

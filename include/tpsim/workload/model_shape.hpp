@@ -26,6 +26,15 @@ struct MlaShape {
   std::int64_t q_lora_rank = 0, kv_lora_rank = 0, rope_head_dim = 0, v_head_dim = 0;
 };
 
+// torchtitan's model code, eager or compiled, copies K and V out to every query head before
+// SDPA (repeat_kv in torchtitan/models/llama/model.py, commit 9dec370 of December 2024 and
+// since): SDPA, and context parallelism's ring around it, see as many K/V heads as query
+// heads. Fused attention paths (Megatron-LM's, Transformer Engine's) and MLA pass K and V
+// as they are.
+inline bool kv_repeated_for_sdpa(bool torchtitan_model_code, bool mla, std::int64_t kv_heads, std::int64_t heads) {
+  return torchtitan_model_code && !mla && kv_heads < heads;
+}
+
 struct ModelShape {
   std::string name;  // "llama3_8b", ... or "custom"
   std::int64_t hidden = 0, ffn_hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;

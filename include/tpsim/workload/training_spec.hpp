@@ -109,6 +109,8 @@ struct TrainingStepSpec {
   // or nn.RMSNorm's composite up to PyTorch 2.8).
   bool fused_norm = false;
   bool aten_norm() const { return aten_elementwise && !fused_norm; }
+  // torchtitan's model code runs the element-wise parts, eager (aten) or compiled.
+  bool torchtitan_model_code() const { return compile || aten_elementwise; }
   // The loss: Megatron-LM-style, the fp32 softmax and its gradient computed in one fp32 copy of
   // the logits (`"cross_entropy": "in_place"`), or F.cross_entropy on logits.float() as
   // torchtitan's train.py loss_fn (`"aten"`): the fp32 copy, log_softmax's output, and in
