@@ -110,16 +110,16 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
       else pass("attention.latent_norm", latent, latent);
     }
   }
-  if (t.aten_elementwise || t.compile) {
+  if (t.torchtitan_model_code()) {
     // RoPE on the recomputed K and the kept Q's output alike (both re-derived from mm
     // outputs), then repeat_kv's copies for attention's backward (its inputs; only its output
     // is kept): as the layer's forward runs them (strategies/layer.cpp). MLA rotates only the
     // rotary dims, each head's of the query and the one key part all heads share.
-    const std::int64_t heads = std::max<std::int64_t>(1, t.model.heads / tp);
+    const std::int64_t heads = std::max<std::int64_t>(1, t.model.heads / tp), kv_heads = std::max<std::int64_t>(1, t.model.kv_heads / tp);
     const double q = t.model.is_mla() ? static_cast<double>(heads * t.model.mla.rope_head_dim)
                                       : static_cast<double>(heads * t.model.head_dim);
     const double k = t.model.is_mla() ? static_cast<double>(t.model.mla.rope_head_dim)
-                                      : static_cast<double>(std::max<std::int64_t>(1, t.model.kv_heads / tp) * t.model.head_dim);
+                                      : static_cast<double>(kv_heads * t.model.head_dim);
     const auto rope = t.aten_elementwise ? aten_rope_kernels : compiled_rope_kernels;
     const double sequences = static_cast<double>(t.microbatch_sequences());
     aten("attention.rope.q", rope(all_tokens * q, sequences, e, false));
@@ -127,7 +127,7 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     if (t.model.is_mla() && t.aten_elementwise)
       aten("attention.cat", mla_cat_kernels(all_tokens, static_cast<double>(heads), static_cast<double>(t.model.head_dim),
                                             static_cast<double>(t.model.mla.rope_head_dim), static_cast<double>(t.model.v_head_dim()), e, false));
-    if (!t.model.is_mla() && k < q) aten("attention.repeat_kv", repeat_kv_kernels(all_tokens * k, all_tokens * q, e, t.aten_elementwise));
+    if (kv_repeated_for_sdpa(t.torchtitan_model_code(), t.model.is_mla(), kv_heads, heads)) aten("attention.repeat_kv", repeat_kv_kernels(all_tokens * k, all_tokens * q, e, t.aten_elementwise));
   }
   const auto linears = block_linears(t.model, tp, moe);
   const bool gathers = tp > 1 && t.sequence_parallel;

@@ -361,7 +361,7 @@ class LayerBuilder {
   // copy's gradient back over its repeats (ATen's reduce kernel, or a generated one).
   void repeat_kv(bool backward) {
     const bool aten = sc_.workload.aten_elementwise;
-    if (!kv_repeated_for_sdpa(aten || sc_.workload.compile, is_mla(), sh_.hkv, sh_.hq)) return;
+    if (!kv_repeated_for_sdpa(sc_.workload.torchtitan_model_code(), is_mla(), sh_.hkv, sh_.hq)) return;
     const double kv = double(sh_.t) * double(sh_.hkv * sh_.hd), q = double(sh_.t) * double(sh_.hq * sh_.hd);
     if (!backward) return kernels("attention.repeat_kv", repeat_kv_kernels(kv, q, sh_.e, aten));
     for (const char* which : {"k", "v"})

@@ -37,6 +37,7 @@ struct Workload {
   bool aten_elementwise = false;      // norms, RoPE and SiLU*mul as eager PyTorch's aten kernels (training steps' "elementwise")
   bool fused_norm = false;            // with it, the norms one fused kernel each way (training steps' "norm": "fused")
   bool aten_norm() const { return aten_elementwise && !fused_norm; }  // RMSNorm op by op
+  bool torchtitan_model_code() const { return compile || aten_elementwise; }  // eager (aten) or compiled
   // The linears' weights arrive in linear_dtype (FSDP2's fp8 all-gather cast them): only
   // the activations and gradients are cast before the GEMMs.
   bool weights_in_linear_dtype = false;
