@@ -4,6 +4,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "tpsim/cost/aten_rowwise_gemm.hpp"
 #include "tpsim/cost/elementwise_cost.hpp"
 #include "tpsim/cost/gemm_library_split.hpp"
 
@@ -132,6 +133,16 @@ GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
     // PyTorch's dispatch on the groups' shape (GroupMM.cu dispatch_bf16_grouped_kernel_on_tile_size,
     // ScaledGroupMM.cu dispatch_fp8_grouped_gemm_on_tile_size).
     return make_plan(p, grouped->tile_for(p.m, p.n, p.k), 1);
+  if (p.aten_rowwise && hw.gemm.rowwise_scaled.serves(p.dtype)) {
+    // Its grid over the output it computes (transposed or not), in whole clusters.
+    const AtenRowwiseChoice c = aten_rowwise_choice(p.m, p.n, hw.sm.count);
+    GemmProblem kernel = p;
+    kernel.m = c.kernel_m, kernel.n = c.kernel_n;
+    const RowwiseScaledGemmSpec& r = hw.gemm.rowwise_scaled;
+    GemmPlan plan = make_plan(kernel, c.small_tile ? r.small_tile : r.large_tile, 1, c.cluster);
+    plan.resident_blocks = hw.sm.resident_cluster_ctas(c.cluster.ctas());
+    return plan;
+  }
   GemmPlan best;
   Tick best_time = kTickMax;
   if (library_splits_k(p, hw)) {

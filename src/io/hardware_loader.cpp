@@ -333,7 +333,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
       hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
 
   const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth", "library_split",
-                                                 "grouped", "scaled_grouped"});
+                                                 "grouped", "scaled_grouped", "rowwise_scaled"});
   const Json& tiles = gemm.array("tiles");
   if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
   for (std::size_t i = 0; i < tiles.size(); ++i)
@@ -358,6 +358,14 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
                                      key == std::string("grouped") ? hw.gemm.grouped : hw.gemm.scaled_grouped);
   if (hw.gemm.grouped.present() && hw.gemm.scaled_grouped.present() && (hw.gemm.grouped.large_tile.dtypes & hw.gemm.scaled_grouped.large_tile.dtypes))
     fail_at(gemm.child_path("scaled_grouped"), "serves a dtype gemm.grouped serves: each dtype has one grouped kernel");
+  if (gemm.has("rowwise_scaled")) {
+    const ObjectReader r = gemm.object("rowwise_scaled", {"small_tile", "large_tile"});
+    RowwiseScaledGemmSpec& out = hw.gemm.rowwise_scaled;
+    out.small_tile = parse_tile(r.at("small_tile"), r.child_path("small_tile"));
+    out.large_tile = parse_tile(r.at("large_tile"), r.child_path("large_tile"));
+    if (out.small_tile.dtypes != out.large_tile.dtypes)
+      fail_at(r.path(), "small_tile and large_tile must serve the same dtypes (one kernel family)");
+  }
 
   const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth", "capacity", "framework_reserved"});
   const Quantities mq(mem);

@@ -211,6 +211,19 @@ void check_divisibility(const TrainingStepSpec& t, const ObjectReader& w) {
   }
 }
 
+// torchtitan's quantize.linear.float8.recipe_name ("tensorwise", "rowwise") and, for rowwise,
+// which library runs its GEMMs (PyTorch's build decides: Blas.cpp takes cuBLAS from 12.9 on Hopper).
+Fp8Recipe parse_fp8_recipe(const ObjectReader& w, const TrainingStepSpec& t) {
+  Fp8Recipe r;
+  r.scaling = parse_choice(w, "fp8_recipe", Fp8Scaling::tensorwise, {{"tensorwise", Fp8Scaling::tensorwise}, {"rowwise", Fp8Scaling::rowwise}});
+  if (w.has("fp8_recipe") && t.linear_dtype != Dtype::fp8)
+    fail_at(w.child_path("fp8_recipe"), "scales the operands of fp8 linears: it needs \"linear_dtype\": \"fp8\"");
+  r.aten_rowwise_kernel = parse_choice(w, "fp8_rowwise_gemm", true, {{"aten", true}, {"cublas", false}});
+  if (w.has("fp8_rowwise_gemm") && !r.rowwise())
+    fail_at(w.child_path("fp8_rowwise_gemm"), "picks the kernel of rowwise-scaled GEMMs: it needs \"fp8_recipe\": \"rowwise\"");
+  return r;
+}
+
 // torchtitan's enable_fsdp_float8_all_gather and precompute_float8_dynamic_scale_for_fsdp.
 Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, const TrainingStepSpec& t) {
   const bool gather = w.optional_bool("fsdp_fp8_all_gather").value_or(false);
@@ -221,6 +234,8 @@ Fp8AllGather parse_fp8_all_gather(const ObjectReader& w, const TrainingStepSpec&
     fail_at(w.child_path("fsdp_fp8_all_gather"), "gathers the weights of fp8 linears: it needs \"linear_dtype\": \"fp8\"");
   // torchao's float8 training of grouped expert GEMMs is another recipe, not modelled.
   if (t.model.is_moe()) fail_at(w.child_path("fsdp_fp8_all_gather"), fmt::format("is not modelled for a model with experts ({})", t.model.name));
+  // torchao's fp8 all-gather casts each weight with one scale (WeightWithDynamicFloat8CastTensor).
+  if (t.fp8.rowwise()) fail_at(w.child_path("fsdp_fp8_all_gather"), "is tensorwise scaling's (one scale per weight): not with \"fp8_recipe\": \"rowwise\"");
   return precompute ? Fp8AllGather::precomputed_scale : Fp8AllGather::dynamic_scale;
 }
 
@@ -263,7 +278,7 @@ std::vector<std::string> training_step_keys() {
   return {"model", "seq_len", "local_batch", "mesh", "mesh_order", "activation_checkpoint", "pp_schedule", "microbatches",
           "virtual_stages", "linear_dtype", "compile", "elementwise", "norm", "cross_entropy", "optimizer", "loss_parallel", "loss_chunks", "sequence_parallel", "grad_reduce_dtype", "cp_method", "expert_load_skew", "expert_load",
           "moe_dispatch_chunks", "moe_all_to_all", "moe_node_limit", "moe_dispatch_dtype", "expert_gemm", "attention", "attention_dropout", "pp_p2p", "pp_runtime", "fsdp_fp8_all_gather", "fsdp_fp8_precompute_scale",
-          "tp_fp8_all_gather", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input", "activation_layout"};
+          "tp_fp8_all_gather", "fp8_recipe", "fp8_rowwise_gemm", "pp_first_stage_less_layers", "pp_last_stage_less_layers", "tp_weight_grad_input", "activation_layout"};
 }
 
 bool parse_tp_weight_grad_input(const ObjectReader& w) {
@@ -345,10 +360,15 @@ TrainingStepSpec parse_training_step(const ObjectReader& w, std::int64_t gpus) {
     if (!d) fail_at(w.child_path("linear_dtype"), fmt::format("unknown dtype \"{}\" (bf16, fp16, fp32 or fp8)", ld));
     t.linear_dtype = *d;
   }
+  t.fp8 = parse_fp8_recipe(w, t);
   t.fsdp_fp8_all_gather = parse_fp8_all_gather(w, t);
-  t.tp_fp8_all_gather = w.optional_bool("tp_fp8_all_gather").value_or(t.linear_dtype == Dtype::fp8);
+  // torchtitan applies torchao's float8 TP styles with tensorwise scaling only
+  // (enable_float8_tensorwise_tp); rowwise gathers bf16 and casts after.
+  t.tp_fp8_all_gather = w.optional_bool("tp_fp8_all_gather").value_or(t.linear_dtype == Dtype::fp8 && !t.fp8.rowwise());
   if (t.tp_fp8_all_gather && t.linear_dtype != Dtype::fp8)
     fail_at(w.child_path("tp_fp8_all_gather"), "gathers the inputs of fp8 linears: it needs \"linear_dtype\": \"fp8\"");
+  if (t.tp_fp8_all_gather && t.fp8.rowwise())
+    fail_at(w.child_path("tp_fp8_all_gather"), "casts with one scale per tensor before the gather (torchao's float8 TP): not with \"fp8_recipe\": \"rowwise\"");
   t.compile = w.optional_bool("compile").value_or(false);
   t.aten_elementwise = parse_choice(w, "elementwise", false, {{"fused", false}, {"aten", true}});
   t.fused_norm = parse_choice(w, "norm", false, {{"aten", false}, {"fused", true}});

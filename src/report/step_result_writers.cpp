@@ -61,7 +61,10 @@ std::string format_step_table(const StepResult& r) {
                                         t.weights_gathered_in_fp8() && t.fsdp_fp8_all_gather == Fp8AllGather::precomputed_scale
                                             ? ", precomputed weight scales"
                                             : "");
-  const std::string linears = t.linear_dtype ? fmt::format(", {} linears{}", dtype_name(*t.linear_dtype), fp8_gather) : "";
+  const std::string recipe = t.linear_dtype == Dtype::fp8 && t.fp8.rowwise()
+                                 ? fmt::format(" rowwise-scaled ({})", t.fp8.aten_rowwise_kernel ? "ATen's kernel" : "cuBLAS")
+                                 : "";
+  const std::string linears = t.linear_dtype ? fmt::format(", {}{} linears{}", dtype_name(*t.linear_dtype), recipe, fp8_gather) : "";
   const std::string cp = t.mesh.size(MeshDim::cp) > 1 ? fmt::format(", cp_method {}", cp_method_name(t.cp_method)) : "";
   const std::string attention =
       t.attention.impl == AttentionImpl::unfused

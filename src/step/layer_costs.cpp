@@ -65,6 +65,7 @@ Scenario layer_scenario(const Scenario& s, Pass pass, int layers, const LayerPar
   sub.workload.fused_norm = t.fused_norm;
   sub.workload.weights_in_linear_dtype = t.weights_gathered_in_fp8();
   sub.workload.tp_gathers_in_linear_dtype = t.tp_fp8_all_gather;
+  sub.workload.fp8 = t.fp8;
   sub.workload.sequence_parallel = t.sequence_parallel;
   sub.workload.tp_saves_gathered_input = t.tp_saves_gathered_input;
   sub.workload.batch_first = t.batch_first;

@@ -135,7 +135,12 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
   // The recomputed linears a fused all-gather takes (async TP): their widths per gathered input.
   std::map<std::string, std::vector<std::int64_t>> fused_outs;
   // fp8: each distinct input of a recomputed linear cast once, each weight unless FSDP
-  // gathered it in fp8; the amaxes are kept, so a cast reads its tensor once.
+  // gathered it in fp8; the amaxes are kept, so a cast reads its tensor once (an eager
+  // rowwise cast finds its rows' amaxes again: two reads).
+  const double cast_reads = t.fp8.rowwise() && !t.compile ? 2 : 1;
+  // Gathered in the activations' dtype for fp8 linears, the input feeds casts, not matmuls:
+  // no fused all-gather (strategies/layer.cpp).
+  const bool fusable_gather = fused_gather && gathers && (!fp8 || fp8_gather);
   std::string cast_input;
   for (std::size_t i = 0; i < linears.size(); ++i) {
     const LayerLinear& l = linears[i];
@@ -144,15 +149,17 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     if (fp8) {
       // A gathered input is cast on its shard when TP gathers it in fp8.
       const double elems = (l.reads_gathered_input() && tp > 1 && t.tp_fp8_all_gather ? rows : all_tokens) * in;
-      if (l.input != cast_input) ops.emplace_back("recompute." + l.name + ".cast_input", ElementwiseOp{elems * e, elems});
+      if (l.input != cast_input) ops.emplace_back("recompute." + l.name + ".cast_input", ElementwiseOp{cast_reads * elems * e, elems});
       cast_input = l.input;
-      if (!t.weights_gathered_in_fp8()) ops.emplace_back("recompute." + l.name + ".cast_weight", ElementwiseOp{out * in * e, out * in});
+      if (!t.weights_gathered_in_fp8()) ops.emplace_back("recompute." + l.name + ".cast_weight", ElementwiseOp{cast_reads * out * in * e, out * in});
     }
-    if (fused_gather && gathers && l.reads_gathered_input()) {
+    if (fusable_gather && l.reads_gathered_input()) {
       fused_outs[l.input].push_back(l.out);
       continue;
     }
-    ops.emplace_back("recompute." + l.name, GemmOp{{tokens, l.out, l.in, linear}});
+    GemmProblem gemm{tokens, l.out, l.in, linear};
+    gemm.aten_rowwise = fp8 && t.fp8.aten_gemms();
+    ops.emplace_back("recompute." + l.name, GemmOp{gemm});
   }
   if (t.compile) {
     pass("attention.residual_ffn.norm", 2 * rows * h, 2 * rows * h);
@@ -171,8 +178,7 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
   if (gathers) {
     // The all-gathers of the attention's and the FFN's input (not kept: all_gather_into_tensor
     // is not on the list), in fp8 where TP gathers fp8 inputs. Fused with the recomputed
-    // linears that read it (their gathered inputs' GEMMs left out above), or NCCL's. A fused
-    // region has one dtype: fp8 linears whose inputs TP gathers in bf16 run it in bf16.
+    // linears that read it (their gathered inputs' GEMMs left out above), or NCCL's.
     const double gathered = fp8_gather ? dtype_bytes(Dtype::fp8) : e;
     const GroupLayout g = group_layout(t.mesh, MeshDim::tp, hw.fabric.gpus_per_node, 0);
     // Batch-first activations (strategies/layer.cpp): NCCL's all-gather is followed by a copy of

@@ -16,7 +16,11 @@ Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, D
   const int tp = t.mesh.size(MeshDim::tp);
   const std::int64_t tokens = t.rank_tokens();
   std::vector<std::pair<std::string, OpPayload>> ops;
-  for (const LayerLinear& l : block_linears(t.model, tp, moe)) ops.emplace_back(l.name + ".backward_weight", GemmOp{{l.in, l.out, tokens, linear}});
+  for (const LayerLinear& l : block_linears(t.model, tp, moe)) {
+    GemmProblem gemm{l.in, l.out, tokens, linear};
+    gemm.aten_rowwise = linear == Dtype::fp8 && t.fp8.aten_gemms();
+    ops.emplace_back(l.name + ".backward_weight", GemmOp{gemm});
+  }
   if (moe) {
     // The router on this rank's sequence shard, and the busiest rank's experts: their weight
     // GEMMs with the column-major copies and casts torchao makes for them (expert_group_ops).

@@ -74,11 +74,11 @@ class LayerBuilder {
 
   void ffn_backward() {
     const auto& x = sh_;
-    gather("ffn.w2.backward", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.f, x.h, x.t}, {x.f, x.h, x.tr}}}, Weights::first_gemm);
+    gather("ffn.w2.backward", x.tr * x.h, {{{x.t, x.f, x.h}, {x.tr, x.f, x.h}}, {{x.f, x.h, x.t}, {x.f, x.h, x.tr}}}, Role::output_gradient);
     if (gated_) {
       swiglu(true);
       input_grad_sums("ffn.w13.backward_input", 1);  // w1's and w3's
-      scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}}, Weights::every_gemm, 2);
+      scatter("ffn.w13.backward_input", x.tr * x.h, {{{x.t, x.h, 2 * x.f}, {x.tr, x.h, 2 * x.f}}}, Role::input_gradient, 2);
       weight_gradient("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     } else {
       local("ffn.gelu.backward", 2 * x.t * x.f, x.t * x.f);
@@ -92,11 +92,11 @@ class LayerBuilder {
     if (is_mla()) return mla_attention_backward();
     const auto& x = sh_;
     const std::int64_t q = x.hq * x.hd, kv = x.hkv * x.hd;
-    gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}}, Weights::first_gemm);
+    gather("attention.out.backward", x.tr * x.h, {{{x.t, q, x.h}, {x.tr, q, x.h}}, {{q, x.h, x.t}, {q, x.h, x.tr}}}, Role::output_gradient);
     attention(true);
     rope(true);
     input_grad_sums("attention.qkv.backward_input", 2);  // wq's, wk's and wv's
-    scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}}, Weights::every_gemm, 3);
+    scatter("attention.qkv.backward_input", x.tr * x.h, {{{x.t, x.h, q + 2 * kv}, {x.tr, x.h, q + 2 * kv}}}, Role::input_gradient, 3);
     weight_gradient("attention.qkv.backward_weight", x.tr * x.h,
            {{{x.h, q, x.t}, {x.h, q, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}, {{x.h, kv, x.t}, {x.h, kv, x.tr}}});
     norm_backward("attention.norm.backward", x.tr * x.h);
@@ -139,7 +139,7 @@ class LayerBuilder {
   void mla_attention_backward() {
     const auto& x = sh_;
     const auto [ql, kvl, kva, q, kv_up, o] = mla_widths();
-    gather("attention.out.backward", x.tr * x.h, {{{x.t, o, x.h}, {x.tr, o, x.h}}, {{o, x.h, x.t}, {o, x.h, x.tr}}}, Weights::first_gemm);
+    gather("attention.out.backward", x.tr * x.h, {{{x.t, o, x.h}, {x.tr, o, x.h}}, {{o, x.h, x.t}, {o, x.h, x.tr}}}, Role::output_gradient);
     attention(true);
     mla_eager_cats(true);
     rope(true);
@@ -161,7 +161,7 @@ class LayerBuilder {
     input.push_back({{x.t, x.h, kva}, {x.tr, x.h, kva}});
     weight.push_back({{x.h, kva, x.t}, {x.h, kva, x.tr}});
     input_grad_sums("attention.qkv.backward_input", static_cast<int>(input.size()) - 1);
-    scatter("attention.qkv.backward_input", x.tr * x.h, std::move(input), Weights::every_gemm);
+    scatter("attention.qkv.backward_input", x.tr * x.h, std::move(input), Role::input_gradient);
     weight_gradient("attention.qkv.backward_weight", x.tr * x.h, std::move(weight));
     // The replicated down projections' (and latent norms') gradients are partial on each TP
     // rank: summed over the group, as sequence-parallel norm weights are.
@@ -196,27 +196,35 @@ class LayerBuilder {
             mla_cat_kernels(double(sh_.t), double(sh_.hq), double(sh_.hd), double(mla_.rope_head_dim), double(sh_.hv), sh_.e, backward));
   }
 
-  // Which of a region's GEMMs take a weight as their [n, k] operand (the others, weight
-  // gradients, take activations or gradients there).
-  enum class Weights { every_gemm, first_gemm, none };
+  // What a region's GEMMs compute, which says which of them take a weight as their [n, k]
+  // operand and, under rowwise scaling, along which axis each operand is cast:
+  //   forward          x @ W^T, a weight in every GEMM;
+  //   input_gradient   dy @ W (a column-parallel input gradient), a weight in every GEMM;
+  //   output_gradient  a row-parallel linear's gathered dy feeding its input gradient (the
+  //                    first GEMM, on the weight) and its weight gradient (x^T @ dy);
+  //   weight_gradient  x^T @ dy, no weight.
+  enum class Role { forward, input_gradient, output_gradient, weight_gradient };
 
   // With fp8 linears and torchao's float8 TP (Float8ColwiseParallel, Float8RowwiseParallel,
   // PrepareFloat8ModuleInput: float8/float8_tensor_parallel.py) the gathered operand, the
   // input forward and the output gradient backward, is cast on its shard before the
   // all-gather, with a tensor-wide scale: its amax is all-reduced over the TP group first.
-  void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm) {
+  void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms, Role role = Role::forward) {
     const bool fp8 = gathers_in_linear_dtype();
     if (fp8) {
       const int group = dag_.new_group(pg_);
       for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".amax_all_reduce", CollectiveOp{CollectiveKind::all_reduce, 4, group});
     }
-    cast_operands(name, gemms, w, fp8 ? static_cast<double>(shard_elems) : -1);
-    Region region{prefix_ + name, pg_, linear_dtype(), static_cast<double>(shard_elems) * gathered_element_bytes(), std::move(gemms)};
+    cast_operands(name, gemms, role, fp8 ? static_cast<double>(shard_elems) : -1);
+    Region region = make_region(name, static_cast<double>(shard_elems) * gathered_element_bytes(), std::move(gemms));
     region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     if (!pattern_matched()) {
       fused_op_layout_copy(region.name + ".flatten_shard", region.bytes);
       return v_.gather(dag_, region);
     }
+    // Gathered in the activations' dtype for narrower linears, the tensor feeds the casts, not
+    // the matmuls, which is not the pattern the pass fuses: the all-gather stays NCCL's.
+    if (casts_gathered_input()) return gather_baseline(dag_, region);
     // The micro-pipeline pass fuses an all-gather with the matmuls that take the gathered
     // tensor as their left operand (_find_consumer_matmuls); a weight gradient takes it
     // transposed, as its contraction, and MLA's up projections take a latent: they run whole
@@ -239,27 +247,29 @@ class LayerBuilder {
     // feed a weight gradient's GEMM as [b * s, h] rows it is copied (reshape).
     if (std::ranges::any_of(after, [](const RegionGemm& g) { return g.reads_gathered; }))
       fused_op_layout_copy(region.name + ".reshape_gathered", static_cast<double>(ranks_.size()) * region.bytes);
-    gather_replicated(dag_, Region{region.name + ".unfused", pg_, linear_dtype(), 0, std::move(after)});
+    Region unfused = make_region(name + ".unfused", 0, std::move(after));
+    gather_replicated(dag_, unfused);
   }
   // A column-parallel linear's weight gradient: on its input gathered again (Megatron-LM's
   // sequence parallelism), or on the gathered input autograd kept from forward (PyTorch TP).
   void weight_gradient(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms) {
-    if (!sc_.workload.tp_saves_gathered_input) return gather(name, shard_elems, std::move(gemms), Weights::none);
-    cast_operands(name, gemms, Weights::none);
+    if (!sc_.workload.tp_saves_gathered_input) return gather(name, shard_elems, std::move(gemms), Role::weight_gradient);
+    cast_operands(name, gemms, Role::weight_gradient);
     // The input kept is the one the forward's fused all-gather returned: a strided view when
     // its shards held several sequences, which the weight gradient's GEMM reads reshaped.
     fused_op_layout_copy(prefix_ + name + ".reshape_gathered",
                          static_cast<double>(shard_elems) * gathered_element_bytes() * static_cast<double>(ranks_.size()));
-    gather_replicated(dag_, Region{prefix_ + name, pg_, linear_dtype(), 0, std::move(gemms)});
+    gather_replicated(dag_, make_region(name, 0, std::move(gemms)));
   }
   // `matmuls`: how many matmuls' products the reduce-scatter sums (a column-parallel input
   // gradient over linears sharing their input: wq, wk, wv; w1, w3), where the region's GEMMs
   // stand for them as one.
-  void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms, Weights w = Weights::every_gemm,
+  void scatter(const std::string& name, std::int64_t chunk_elems, std::vector<RegionGemm> gemms, Role role = Role::forward,
                int matmuls = 0) {
-    cast_operands(name, gemms, w);
+    cast_operands(name, gemms, role);
     if (matmuls == 0) matmuls = static_cast<int>(gemms.size());
-    Region region{prefix_ + name, pg_, linear_dtype(), chunk_elems * sh_.e, std::move(gemms), sc_.software.symm_mem_reduction};
+    Region region = make_region(name, static_cast<double>(chunk_elems) * sh_.e, std::move(gemms));
+    region.reduction = sc_.software.symm_mem_reduction;
     region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     // The micro-pipeline pass fuses a reduce-scatter only with the one matmul that produces
     // its input (_find_producer_matmul); a sum of matmuls' products stays NCCL's.
@@ -300,18 +310,19 @@ class LayerBuilder {
   double gathered_element_bytes() const { return gathers_in_linear_dtype() ? dtype_bytes(linear_dtype()) : sh_.e; }
   // Linears in a narrower dtype than the activations (fp8 training, torchao dynamic
   // scaling): each GEMM operand is scaled by its absolute maximum and cast before the
-  // GEMM: the shared input once, each weight (or gradient) once, but no weight that FSDP's
+  // GEMM. Tensorwise: the shared input once, each weight (or gradient) once, but no weight that FSDP's
   // fp8 all-gather already cast. Eager runs the amax reduction and the cast as two passes
   // over the bf16 tensor; compiled code fuses them. The reduce-scatters stay in the activation
   // dtype. A weight gradient on a kept gathered input is charged the same cast (torchao
   // re-lays the kept fp8 input out for it: a pass of its own, priced here as a cast).
   // `shared_elems`: the shared operand's elements where it is cast before it is gathered
-  // (its shard); otherwise (< 0) the whole GEMM's.
-  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms, Weights weights, double shared_elems = -1) {
+  // (its shard); otherwise (< 0) the whole GEMM's. Rowwise: rowwise_casts.
+  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms, Role role, double shared_elems = -1) {
     if (linear_dtype() == sc_.dtype || gemms.empty()) return;
+    if (sc_.workload.fp8.rowwise()) return rowwise_casts(name, gemms, role);
     double elems = shared_elems >= 0 ? shared_elems : static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
     for (std::size_t i = 0; i < gemms.size(); ++i) {
-      const bool weight = weights == Weights::every_gemm || (weights == Weights::first_gemm && i == 0);
+      const bool weight = role == Role::forward || role == Role::input_gradient || (role == Role::output_gradient && i == 0);
       if (weight && sc_.workload.weights_in_linear_dtype) continue;
       elems += static_cast<double>(gemms[i].whole.n) * static_cast<double>(gemms[i].whole.k);
     }
@@ -319,6 +330,54 @@ class LayerBuilder {
     for (int r : ranks_)
       dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{passes * elems * sh_.e, elems * dtype_bytes(linear_dtype())});
   }
+  // Rowwise scaling (torchao float8_linear.py, matmul_with_hp_or_float8_args, axiswise casts):
+  // every GEMM casts its operands anew along its own contraction: forward x and W along their
+  // rows (k); backward dy along its rows for the input gradient and W along its columns; for
+  // the weight gradient dy and the bf16 input along their columns (the tokens). A cast along a
+  // tensor's rows finds each row's amax and scales it in one pass when compiled (two eager);
+  // one along its columns reduces across rows first, so it reads the tensor twice, and eager
+  // code then copies the fp8 result into the layout _scaled_mm takes (torchao's
+  // .t().contiguous().t()), which compiled code writes directly. Linears reading one input
+  // (wq, wk, wv; w1, w3) share its casts, as the tensorwise count does.
+  void rowwise_casts(const std::string& name, const std::vector<RegionGemm>& gemms, Role role) {
+    const auto mk = [](const RegionGemm& g) { return static_cast<double>(g.whole.m) * static_cast<double>(g.whole.k); };
+    const auto nk = [](const RegionGemm& g) { return static_cast<double>(g.whole.n) * static_cast<double>(g.whole.k); };
+    double rows = 0, columns = 0;  // elements cast along rows, along columns
+    switch (role) {
+      case Role::forward:
+        rows = mk(gemms.front());
+        for (const RegionGemm& g : gemms) rows += nk(g);
+        break;
+      case Role::input_gradient:
+        rows = mk(gemms.front());
+        for (const RegionGemm& g : gemms) columns += nk(g);
+        break;
+      case Role::output_gradient:  // dy for the input gradient, the weight; then x and dy for the weight gradient
+        rows = mk(gemms.front());
+        columns = nk(gemms.front());
+        for (std::size_t i = 1; i < gemms.size(); ++i) columns += mk(gemms[i]) + nk(gemms[i]);
+        break;
+      case Role::weight_gradient:
+        columns = mk(gemms.front());
+        for (const RegionGemm& g : gemms) columns += nk(g);
+        break;
+    }
+    const double e = sh_.e, f = dtype_bytes(linear_dtype()), row_reads = sc_.workload.compile ? 1.0 : 2.0;
+    for (int r : ranks_) {
+      if (rows > 0) dag_.add(r, kCompute, prefix_ + name + ".cast_rows", ElementwiseOp{row_reads * rows * e, rows * f});
+      if (columns <= 0) continue;
+      dag_.add(r, kCompute, prefix_ + name + ".cast_columns", ElementwiseOp{2 * columns * e, columns * f});
+      if (!sc_.workload.compile) dag_.add(r, kCompute, prefix_ + name + ".fp8_layout", ElementwiseOp{columns * f, columns * f});
+    }
+  }
+  // A region of this layer's TP group on its linears' dtype and kernels.
+  Region make_region(const std::string& name, double bytes, std::vector<RegionGemm> gemms) const {
+    Region r{prefix_ + name, pg_, linear_dtype(), bytes, std::move(gemms)};
+    r.aten_rowwise = linear_dtype() == Dtype::fp8 && sc_.workload.fp8.aten_gemms();
+    return r;
+  }
+  // fp8 linears whose input TP gathers in the activations' dtype: casts read the gathered tensor.
+  bool casts_gathered_input() const { return linear_dtype() != sc_.dtype && !gathers_in_linear_dtype(); }
   // compile fuses each residual add with the norm after it (one pass writing both);
   // without it the norm reads the residual's output again.
   void norm(const std::string& name, std::int64_t elems) {

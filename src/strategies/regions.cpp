@@ -8,7 +8,9 @@ void add_gemms(Dag& dag, const Region& region, int rank, int stream, bool whole,
   for (std::size_t i = 0; i < region.gemms.size(); ++i) {
     const GemmShape& g = whole ? region.gemms[i].whole : region.gemms[i].shard;
     const std::string name = region.gemms.size() == 1 ? label : fmt::format("{}.{}", label, i);
-    dag.add(rank, stream, name, GemmOp{{g.m, g.n, g.k, region.dtype}});
+    GemmProblem p{g.m, g.n, g.k, region.dtype};
+    p.aten_rowwise = region.aten_rowwise;
+    dag.add(rank, stream, name, GemmOp{p});
   }
 }
 

@@ -53,6 +53,8 @@ struct Region {
   // One rank of a group of this size on a one-GPU DAG (Workload::emulated_group): the
   // decomposition's steps, every peer this GPU, its pulls local copies. 0: the DAG's group.
   int emulated_group = 0;
+  // fp8 GEMMs with rowwise scales on ATen's own kernel (GemmProblem::aten_rowwise).
+  bool aten_rowwise = false;
 };
 
 using RegionBuilder = void (*)(Dag&, const Region&);

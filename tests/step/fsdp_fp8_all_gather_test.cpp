@@ -117,6 +117,21 @@ TEST_CASE("The fp8 all-gather keys are checked", "[step][fsdp][fp8][input]") {
   fails(R"(, "linear_dtype": "fp8", "fsdp_fp8_all_gather": "yes")", "$.workload.fsdp_fp8_all_gather");
   fails(R"(, "linear_dtype": "fp8", "fsdp_fp8_all_gather": true)", "experts");
   fails(R"(, "tp_fp8_all_gather": true)", "$.workload.tp_fp8_all_gather: gathers the inputs of fp8 linears");
+  fails(R"(, "fp8_recipe": "rowwise")", "$.workload.fp8_recipe: scales the operands of fp8 linears");
+  fails(R"(, "linear_dtype": "fp8", "fp8_recipe": "blockwise")", "$.workload.fp8_recipe");
+  fails(R"(, "linear_dtype": "fp8", "fp8_rowwise_gemm": "cublas")", "$.workload.fp8_rowwise_gemm: picks the kernel of rowwise-scaled GEMMs");
+  fails(R"(, "linear_dtype": "fp8", "fp8_recipe": "rowwise", "fsdp_fp8_all_gather": true)", "$.workload.fsdp_fp8_all_gather: is tensorwise scaling's");
+  fails(R"(, "linear_dtype": "fp8", "fp8_recipe": "rowwise", "tp_fp8_all_gather": true)", "$.workload.tp_fp8_all_gather: casts with one scale per tensor");
+}
+
+TEST_CASE("Rowwise fp8 gathers bf16 over TP and casts more: its step is slower than tensorwise's", "[step][fp8]") {
+  const Scenario rowwise = scenario(kFsdp, 128, R"(, "fp8_recipe": "rowwise")");
+  CHECK_FALSE(rowwise.workload.step.tp_fp8_all_gather);
+  CHECK(rowwise.workload.step.fp8.aten_gemms());
+  CHECK_FALSE(scenario(kFsdp, 128, R"(, "fp8_recipe": "rowwise", "fp8_rowwise_gemm": "cublas")").workload.step.fp8.aten_gemms());
+  const StepVariantRun r = run(kFsdp, 128, R"(, "fp8_recipe": "rowwise")"), t = run(kFsdp, 128);
+  CHECK(r.costs.forward > t.costs.forward);
+  CHECK(r.costs.backward > t.costs.backward);
 }
 
 TEST_CASE("TP all-gathers follow the linears' dtype unless told otherwise", "[step][fp8]") {

@@ -30,6 +30,9 @@ struct GemmProblem {
   // down, as PyTorch's dispatch computes it to pick the tile.
   std::vector<std::int64_t> group_sizes{};
   bool ragged_k = false;
+  // torch._scaled_mm with rowwise scales run by ATen's own CUTLASS kernel (GemmSpec::rowwise_scaled,
+  // cost/aten_rowwise_gemm.hpp) where the hardware describes it; else by cuBLAS.
+  bool aten_rowwise = false;
   // Run by the vendor library (cuBLAS), whose own split-K rule applies where the hardware
   // describes it (gemm.library_split); false for a custom kernel (a fused ring GEMM's steps).
   bool by_library = true;
@@ -128,7 +131,7 @@ Tick gemm_block_time(const GemmPlan& plan, const HardwareSpec& hw, int memory_bl
 // its split plan (gemm_library_split.hpp); otherwise the candidate with the least estimated
 // time on the whole GPU (it cannot know about SMs another kernel will hold). Ties go to the
 // earlier candidate, then to fewer splits. A grouped problem takes the grouped kernel's fixed
-// tile where the hardware describes one for its dtype.
+// tile where the hardware describes one for its dtype, an ATen rowwise one that kernel's.
 GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw);
 
 // The plan's own estimate of kernel time on `sms` free SMs (used for tile choice and reports),

@@ -65,6 +65,17 @@ struct GroupedGemmSpec {
   }
 };
 
+// torch._scaled_mm with rowwise scales where ATen runs its own CUTLASS kernel
+// (aten/src/ATen/native/cuda/RowwiseScaledMM.cu, f8f8bf16_rowwise: every rowwise GEMM before
+// cuBLAS 12.9, and on Blackwell): two fixed tiles, small_tile while its grid fits one wave of
+// the SMs, else large_tile; a thread-block cluster of two along one side, no split-K
+// (cost/aten_rowwise_gemm.hpp has the dispatch).
+struct RowwiseScaledGemmSpec {
+  GemmTile small_tile, large_tile;
+  bool present() const { return large_tile.m > 0; }
+  bool serves(Dtype d) const { return present() && large_tile.serves(d); }
+};
+
 // cuBLAS's own split-K choice, read from the kernels it ran where that was measured. It splits
 // K when the problem's output has fewer reference tiles than SMs x (1 - depth / K), into as
 // many slices as fill one wave of the candidate tile (each at least min_slice deep), and ranks
@@ -92,6 +103,7 @@ struct GemmSpec {
   GemmLibrarySplitSpec library_split;
   GroupedGemmSpec grouped;          // torch._grouped_mm's kernel; absent: grouped GEMMs are planned as batched ones
   GroupedGemmSpec scaled_grouped;   // torch._scaled_grouped_mm's (fp8); absent likewise
+  RowwiseScaledGemmSpec rowwise_scaled;  // ATen's rowwise-scaled fp8 kernel; absent: priced as cuBLAS's
   // The grouped kernel family serving this dtype, or nullptr.
   const GroupedGemmSpec* grouped_for(Dtype d) const {
     if (grouped.serves(d)) return &grouped;

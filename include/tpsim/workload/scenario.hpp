@@ -43,6 +43,7 @@ struct Workload {
   bool weights_in_linear_dtype = false;
   // The TP all-gathers carry linear_dtype (fp8 cast on the shard before the gather).
   bool tp_gathers_in_linear_dtype = false;
+  Fp8Recipe fp8;  // how fp8 linears scale their operands (training steps' "fp8_recipe")
   // Sequence parallelism (Megatron-LM 2022): between TP regions each rank holds 1/G of the
   // tokens, regions all-gather and reduce-scatter. Without it every rank holds all tokens,
   // norms and residuals run replicated, and row-parallel outputs (forward) and

@@ -69,6 +69,19 @@ std::string_view cp_method_name(CpMethod m);
 // (dynamic), or from one all-reduce of every weight's amax after the optimizer step
 // (precompute_float8_dynamic_scale_for_fsdp).
 enum class Fp8AllGather { off, dynamic_scale, precomputed_scale };
+// torchao's float8 training recipes for linears (torchao/float8/config.py,
+// Float8LinearRecipeName): `tensorwise`, one scale per tensor and cuBLAS's fp8 GEMM; `rowwise`,
+// a scale per row of every GEMM operand along its contraction (axiswise casts: each operand
+// cast anew for each GEMM that reads it), torch._scaled_mm with rowwise scales.
+enum class Fp8Scaling { tensorwise, rowwise };
+struct Fp8Recipe {
+  Fp8Scaling scaling = Fp8Scaling::tensorwise;
+  // Rowwise GEMMs on ATen's own CUTLASS kernel (PyTorch built with cuBLAS before 12.9, as
+  // torchao documents the recipe; every Blackwell build), else cuBLAS's (12.9 and later on Hopper).
+  bool aten_rowwise_kernel = true;
+  bool rowwise() const { return scaling == Fp8Scaling::rowwise; }
+  bool aten_gemms() const { return rowwise() && aten_rowwise_kernel; }
+};
 
 struct TrainingStepSpec {
   ModelShape model;
@@ -96,6 +109,7 @@ struct TrainingStepSpec {
   Dtype grad_reduce_dtype = Dtype::fp32;  // FSDP2 / DDP gradient reduction (torchtitan's default: fp32)
   std::optional<Dtype> linear_dtype;      // fp8 linears (their GEMMs and scaling casts); else the scenario's dtype
   Fp8AllGather fsdp_fp8_all_gather = Fp8AllGather::off;  // with fp8 linears only
+  Fp8Recipe fp8;                                         // with fp8 linears only
   // With fp8 linears, TP's all-gathers (inputs forward, output gradients backward) in fp8:
   // torchtitan's default for tensorwise float8 with TP (torchao's Float8ColwiseParallel).
   bool tp_fp8_all_gather = false;

@@ -1,0 +1,111 @@
+// torchao's rowwise fp8 recipe in a TP layer (float8_linear.py, axiswise casts): every GEMM
+// casts its own operands along its contraction, TP gathers bf16, GEMMs on ATen's kernel.
+#include "support/catch.hpp"
+
+#include <fmt/format.h>
+
+#include "support/simulate.hpp"
+#include "tpsim/strategies/registry.hpp"
+
+using namespace tpsim;
+using namespace tpsim::test;
+
+namespace {
+
+// Llama 3 70B under TP 8: q = 8192 / 8, one KV head of 128, FFN 28672 / 8.
+constexpr double kT = 16384, kH = 8192, kQ = 1024, kKv = 128, kF = 3584, kBf16 = 2;
+
+Scenario layer(bool rowwise, bool compile, const std::string& pass = "forward_backward") {
+  Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {{"op": "transformer_layer", "model": "llama3_70b", "tokens": 16384, "seq_len": 8192, "pass": "{}"}},
+      "variants": ["baseline", "async_tp"]}})",
+                                                      pass)),
+                              "");
+  s.workload.linear_dtype = Dtype::fp8;
+  s.workload.compile = compile;
+  s.workload.fp8.scaling = rowwise ? Fp8Scaling::rowwise : Fp8Scaling::tensorwise;
+  s.workload.tp_gathers_in_linear_dtype = !rowwise;  // torchao's float8 TP is tensorwise only
+  return s;
+}
+
+const Op* find(const Dag& dag, const std::string& name, int rank = 0) {
+  for (OpId id : dag.program(rank))
+    if (dag.op(id).name == name) return &dag.op(id);
+  return nullptr;
+}
+
+const ElementwiseOp& pass_of(const Dag& dag, const std::string& name) {
+  const Op* op = find(dag, name);
+  REQUIRE(op != nullptr);
+  return std::get<ElementwiseOp>(op->payload);
+}
+
+int count_containing(const Dag& dag, const std::string& part, int rank = 0) {
+  int n = 0;
+  for (OpId id : dag.program(rank)) n += dag.op(id).name.find(part) != std::string::npos;
+  return n;
+}
+
+Tick makespan(const Scenario& s, const char* variant) {
+  const Dag d = build_layer_dag(s, variant);
+  return analyze(d, execute(d, h100())).makespan;
+}
+
+}  // namespace
+
+TEST_CASE("Rowwise forward casts x and the weights along their rows: one read compiled, two eager", "[strategies][fp8]") {
+  const double rows = kT * kH + (kQ + 2 * kKv) * kH;  // the gathered input, then wq, wk, wv
+  for (const bool compile : {true, false}) {
+    const Dag d = build_layer_dag(layer(true, compile, "forward"), "baseline");
+    const ElementwiseOp& cast = pass_of(d, "attention.qkv.cast_rows");
+    CHECK(cast.bytes_read == Approx((compile ? 1 : 2) * rows * kBf16).epsilon(1e-12));
+    CHECK(cast.bytes_written == Approx(rows).epsilon(1e-12));  // one fp8 byte each
+  }
+  const Dag compiled = build_layer_dag(layer(true, true, "forward"), "baseline");
+  CHECK(find(compiled, "attention.qkv.cast_columns") == nullptr);
+}
+
+TEST_CASE("Rowwise backward casts along columns read twice, and eager code lays each out again", "[strategies][fp8]") {
+  // wo's output gradient dy [T, H]: along rows for the input gradient; the weight [H, Q] along its
+  // columns for it; the attention output [T, Q] and dy again along their columns for the weight gradient.
+  const double columns = kH * kQ + kT * kQ + kT * kH;
+  for (const bool compile : {true, false}) {
+    const Dag d = build_layer_dag(layer(true, compile, "backward"), "baseline");
+    CHECK(pass_of(d, "attention.out.backward.cast_rows").bytes_read == Approx((compile ? 1 : 2) * kT * kH * kBf16).epsilon(1e-12));
+    CHECK(pass_of(d, "attention.out.backward.cast_columns").bytes_read == Approx(2 * columns * kBf16).epsilon(1e-12));
+    const Op* layout = find(d, "attention.out.backward.fp8_layout");
+    CHECK((layout != nullptr) == !compile);
+    if (layout) CHECK(std::get<ElementwiseOp>(layout->payload).bytes_read == Approx(columns).epsilon(1e-12));
+    // The weight gradients of w1 and w3 cast their shared input once and each output gradient.
+    CHECK(pass_of(d, "ffn.w13.backward_weight.cast_columns").bytes_read == Approx(2 * (kT * kH + 2 * kT * kF) * kBf16).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("Rowwise linears cast more than tensorwise ones and gather bf16: the layer is slower", "[strategies][fp8]") {
+  for (const char* v : {"baseline", "async_tp"}) CHECK(makespan(layer(true, true), v) > makespan(layer(false, true), v));
+}
+
+TEST_CASE("Rowwise GEMMs run ATen's kernel unless cuBLAS is chosen", "[strategies][fp8]") {
+  const auto aten_kernel = [](const Scenario& s) {
+    const Dag d = build_layer_dag(s, "baseline");
+    const Op* gemm = find(d, "attention.qkv.matmul.0");
+    REQUIRE(gemm != nullptr);
+    return std::get<GemmOp>(gemm->payload).problem.aten_rowwise;
+  };
+  Scenario s = layer(true, true, "forward");
+  CHECK(aten_kernel(s));
+  s.workload.fp8.aten_rowwise_kernel = false;
+  CHECK_FALSE(aten_kernel(s));
+  CHECK_FALSE(aten_kernel(layer(false, true, "forward")));
+}
+
+TEST_CASE("Under compiled async TP, rowwise casts between the gather and the matmuls leave the all-gathers NCCL's", "[strategies][fp8]") {
+  // torch/_inductor/fx_passes/micro_pipeline_tp.py _find_consumer_matmuls: only an mm or
+  // _scaled_mm reading the gathered tensor fuses; the producer matmul of a reduce-scatter still does.
+  const Dag rowwise = build_layer_dag(layer(true, true, "forward"), "async_tp");
+  const Dag tensorwise = build_layer_dag(layer(false, true, "forward"), "async_tp");
+  CHECK(count_containing(tensorwise, "attention.qkv.matmul.shard") > 0);
+  CHECK(count_containing(rowwise, "attention.qkv.matmul.shard") == 0);
+  CHECK(find(rowwise, "attention.qkv.all_gather") != nullptr);
+  CHECK(count_containing(rowwise, "attention.out.matmul.chunk") > 0);
+}
