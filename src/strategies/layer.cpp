@@ -82,7 +82,7 @@ class LayerBuilder {
       weight_gradient("ffn.w13.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}, {{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     } else {
       local("ffn.gelu.backward", 2 * x.t * x.f, x.t * x.f);
-      scatter("ffn.w1.backward_input", x.tr * x.h, {{{x.t, x.h, x.f}, {x.tr, x.h, x.f}}});
+      scatter("ffn.w1.backward_input", x.tr * x.h, {{{x.t, x.h, x.f}, {x.tr, x.h, x.f}}}, Role::input_gradient);
       weight_gradient("ffn.w1.backward_weight", x.tr * x.h, {{{x.h, x.f, x.t}, {x.h, x.f, x.tr}}});
     }
     norm_backward("ffn.norm.backward", x.tr * x.h);
