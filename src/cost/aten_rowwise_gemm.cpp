@@ -1,11 +1,10 @@
 #include "tpsim/cost/aten_rowwise_gemm.hpp"
 
+#include "tpsim/core/integer_division.hpp"
+
 namespace tpsim {
 
 namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int64_t round_up_64(std::int64_t x) { return ceil_div(x, 64) * 64; }
 
 struct ClusterAndSide {
   GemmProblem::Cluster cluster;
@@ -16,7 +15,7 @@ struct ClusterAndSide {
 // multiple of 64). Clusters are given as the source writes them: (2, 1) or (1, 2).
 ClusterAndSide cluster_and_side(std::int64_t m, std::int64_t n) {
   const GemmProblem::Cluster rows{2, 1}, columns{1, 2};
-  m = round_up_64(m), n = round_up_64(n);
+  m = round_up(m, 64), n = round_up(n, 64);
   // Small or skinny outputs whose side is an odd multiple of 64.
   if (m == 64 && n >= 3072) return {columns, false};
   if (n == 64 && m >= 3072) return {columns, true};

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "tpsim/core/integer_division.hpp"
 #include "tpsim/cost/aten_rowwise_gemm.hpp"
 #include "tpsim/cost/elementwise_cost.hpp"
 #include "tpsim/cost/gemm_library_split.hpp"
@@ -11,10 +12,6 @@
 namespace tpsim {
 
 namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
 GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k, GemmProblem::Cluster cluster = {}) {
   GemmPlan plan;

@@ -2,13 +2,9 @@
 
 #include <algorithm>
 
+#include "tpsim/core/integer_division.hpp"
+
 namespace tpsim {
-
-namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 bool library_splits_k(const GemmProblem& p, const HardwareSpec& hw) {
   const GemmLibrarySplitSpec& rule = hw.gemm.library_split;

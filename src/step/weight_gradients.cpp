@@ -18,7 +18,7 @@ Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, D
   std::vector<std::pair<std::string, OpPayload>> ops;
   for (const LayerLinear& l : block_linears(t.model, tp, moe)) {
     GemmProblem gemm{l.in, l.out, tokens, linear};
-    gemm.aten_rowwise = linear == Dtype::fp8 && t.fp8.aten_gemms();
+    gemm.aten_rowwise = t.fp8.aten_gemm(linear);
     ops.emplace_back(l.name + ".backward_weight", GemmOp{gemm});
   }
   if (moe) {

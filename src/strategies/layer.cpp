@@ -373,7 +373,7 @@ class LayerBuilder {
   // A region of this layer's TP group on its linears' dtype and kernels.
   Region make_region(const std::string& name, double bytes, std::vector<RegionGemm> gemms) const {
     Region r{prefix_ + name, pg_, linear_dtype(), bytes, std::move(gemms)};
-    r.aten_rowwise = linear_dtype() == Dtype::fp8 && sc_.workload.fp8.aten_gemms();
+    r.aten_rowwise = sc_.workload.fp8.aten_gemm(linear_dtype());
     return r;
   }
   // fp8 linears whose input TP gathers in the activations' dtype: casts read the gathered tensor.

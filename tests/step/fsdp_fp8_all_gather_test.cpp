@@ -127,8 +127,9 @@ TEST_CASE("The fp8 all-gather keys are checked", "[step][fsdp][fp8][input]") {
 TEST_CASE("Rowwise fp8 gathers bf16 over TP and casts more: its step is slower than tensorwise's", "[step][fp8]") {
   const Scenario rowwise = scenario(kFsdp, 128, R"(, "fp8_recipe": "rowwise")");
   CHECK_FALSE(rowwise.workload.step.tp_fp8_all_gather);
-  CHECK(rowwise.workload.step.fp8.aten_gemms());
-  CHECK_FALSE(scenario(kFsdp, 128, R"(, "fp8_recipe": "rowwise", "fp8_rowwise_gemm": "cublas")").workload.step.fp8.aten_gemms());
+  CHECK(rowwise.workload.step.fp8.aten_gemm(Dtype::fp8));
+  CHECK_FALSE(rowwise.workload.step.fp8.aten_gemm(Dtype::bf16));
+  CHECK_FALSE(scenario(kFsdp, 128, R"(, "fp8_recipe": "rowwise", "fp8_rowwise_gemm": "cublas")").workload.step.fp8.aten_gemm(Dtype::fp8));
   const StepVariantRun r = run(kFsdp, 128, R"(, "fp8_recipe": "rowwise")"), t = run(kFsdp, 128);
   CHECK(r.costs.forward > t.costs.forward);
   CHECK(r.costs.backward > t.costs.backward);

@@ -80,7 +80,8 @@ struct Fp8Recipe {
   // torchao documents the recipe; every Blackwell build), else cuBLAS's (12.9 and later on Hopper).
   bool aten_rowwise_kernel = true;
   bool rowwise() const { return scaling == Fp8Scaling::rowwise; }
-  bool aten_gemms() const { return rowwise() && aten_rowwise_kernel; }
+  // Whether GEMMs of this dtype run ATen's rowwise kernel (fp8 linears under rowwise scaling).
+  bool aten_gemm(Dtype linear) const { return linear == Dtype::fp8 && rowwise() && aten_rowwise_kernel; }
 };
 
 struct TrainingStepSpec {
