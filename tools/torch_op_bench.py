@@ -160,6 +160,13 @@ class Bench:
         longest = max(ks[:per], key=lambda k: k[2] - k[1])[0]
         return statistics.median(times), longest, per
 
+    def write(self, path, hardware, description):
+        """The rows so far as a measurement file, the description closed by what failed."""
+        description += f" Rows that failed: {len(self.failed)}."
+        if self.failed:
+            description += " " + json.dumps(self.failed)
+        write_measurements(path, hardware, description, self.rows)
+
     def add(self, row, fn, recorded=None, **kw):
         """Time fn as a row; with `recorded` (kernels of args.repeat calls) fn is not run again."""
         try:
@@ -815,11 +822,8 @@ def main():
     def save():  # after every part, so a run cut short keeps what it measured
         description = (f"Op-level timings on one {props.name} ({props.multi_processor_count} SMs, "
                        f"{props.total_memory / 2**30:.1f} GiB), torch {torch.__version__}, CUDA {torch.version.cuda}, "
-                       f"by tools/torch_op_bench.py. Host cost per eager call (host-bound, us), launch gaps and clocks: {json.dumps(host)}. "
-                       f"Rows that failed: {len(b.failed)}.")
-        if b.failed:
-            description += " " + json.dumps(b.failed)
-        write_measurements(args.output, args.hardware, description, b.rows)
+                       f"by tools/torch_op_bench.py. Host cost per eager call (host-bound, us), launch gaps and clocks: {json.dumps(host)}.")
+        b.write(args.output, args.hardware, description)
 
     parts = {"gemm": gemm_rows, "reduction": reduction_rows, "copy": copy_rows, "attention": attention_rows,
              "indexing": indexing_rows, "grouped": grouped_rows, "strided": strided_rows,

@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 
-from torch_op_bench import Bench, import_torch_with_cuda, write_atomic, write_measurements  # the op bench beside this file
+from torch_op_bench import Bench, import_torch_with_cuda, write_atomic  # the op bench beside this file
 
 BF16_M = (64, 128, 192, 256, 384, 512, 768, 1024, 1536)
 BF16_NK = [(n, k) for n in (1280, 3584, 4096, 6656, 8192) for k in (4096, 8192, 14336, 16384, 28672)]
@@ -110,10 +110,8 @@ def main():
     def save():
         description = (f"Thin deep-K GEMMs on one {gpu} by tools/torch_thin_gemm_bench.py --flush {args.flush}: cuBLAS's own "
                        f"kernel choice (\"kernel\"; split-K's reduction counted in the time), {l2}, each shape timed after "
-                       f"{args.settle} s of back-to-back calls. Rows that failed: {len(b.failed)}.")
-        if b.failed:
-            description += " " + json.dumps(b.failed)
-        write_measurements(args.output, args.hardware, description, b.rows)
+                       f"{args.settle} s of back-to-back calls.")
+        b.write(args.output, args.hardware, description)
         write_atomic(args.kernels, json.dumps({"gpu": gpu, "torch": torch.__version__, "shapes": details}, indent=1) + "\n")
 
     t0 = time.time()

@@ -88,7 +88,8 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   std::vector<std::string> keys = {"kind", "name", "source", "time_us", "weight"};
   if (has_gemm(k)) keys.insert(keys.end(), {"m", "n", "k", "dtype"});
   if (names_kernel(k)) keys.push_back("kernel");
-  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged", "plan", "heuristic_rank", "cluster"});
+  if (k == MeasurementKind::gemm) keys.insert(keys.end(), {"tflops", "batch", "grouped", "group_sizes", "ragged", "plan", "heuristic_rank", "cluster",
+                                                          "scaling", "fast_accumulation"});
   if (has_bytes(k)) keys.push_back("bytes");
   if (k == MeasurementKind::peer_copy || k == MeasurementKind::local_copy || k == MeasurementKind::peer_copy_with_gemm || is_collective(k) ||
       k == MeasurementKind::reduction)
@@ -155,6 +156,21 @@ GemmProblem::NamedPlan parse_named_plan(const ObjectReader& row, const GemmProbl
     n.cluster = cluster_at(r, "cluster");
   }
   return n;
+}
+
+// How torch._scaled_mm ran an fp8 GEMM: "scaling" tensorwise (one scale per operand) or rowwise
+// (cuBLAS's outer-vector-scaled kernels), "fast_accumulation" its use_fast_accum (absent: off,
+// torch._scaled_mm's default).
+void parse_fp8_execution(const ObjectReader& r, GemmProblem& p) {
+  const char* key = r.has("scaling") ? "scaling" : "fast_accumulation";
+  if (p.dtype != Dtype::fp8) fail_at(r.child_path(key), "only an fp8 GEMM (torch._scaled_mm) has scales and an accumulation mode");
+  if (p.grouped) fail_at(r.child_path(key), "a grouped fp8 GEMM's kernel is PyTorch's, with its own tiles and accumulation");
+  if (r.has("scaling")) {
+    const std::string s = r.string("scaling");
+    if (s != "tensorwise" && s != "rowwise") fail_at(r.child_path("scaling"), fmt::format("unknown scaling \"{}\" (tensorwise or rowwise)", s));
+    p.rowwise_scales = s == "rowwise";
+  }
+  p.fast_accumulation = r.optional_bool("fast_accumulation").value_or(false);
 }
 
 // Which of cuBLASLt's algorithms the row timed ("heuristic_rank": 0 is the heuristic's first
@@ -390,6 +406,7 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     m.gemm.grouped = r.optional_bool("grouped").value_or(false);
     if (m.gemm.grouped && m.gemm.batch < 2) fail_at(r.child_path("grouped"), "a grouped GEMM needs a \"batch\" of at least 2 groups");
     if (r.has("group_sizes") || r.has("ragged")) parse_group_sizes(r, m.gemm);
+    if (r.has("scaling") || r.has("fast_accumulation")) parse_fp8_execution(r, m.gemm);
     if (r.has("plan")) m.gemm.named_plan = parse_named_plan(r, m.gemm);
     if (r.has("heuristic_rank")) parse_heuristic_rank(r, m.gemm);
     if (r.has("cluster")) parse_cluster(r, m.gemm);
@@ -521,6 +538,8 @@ Json measurement_json(const Measurement& m) {
       if (n.split_k > 1) j["plan"]["split_k"] = n.split_k;
       if (n.cluster.given() && !m.gemm.cluster.given()) j["plan"]["cluster"] = fmt::format("{}x{}", n.cluster.m, n.cluster.n);
     }
+    if (m.gemm.rowwise_scales) j["scaling"] = "rowwise";
+    if (m.gemm.fast_accumulation) j["fast_accumulation"] = true;
     if (m.gemm.heuristic_rank > 0) j["heuristic_rank"] = m.gemm.heuristic_rank;
     if (m.gemm.cluster.given()) j["cluster"] = fmt::format("{}x{}", m.gemm.cluster.m, m.gemm.cluster.n);
   }

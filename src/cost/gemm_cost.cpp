@@ -18,6 +18,7 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k, Gemm
   plan.cluster = cluster;
   const int cluster_m = cluster.given() ? cluster.m : 1, cluster_n = cluster.given() ? cluster.n : 1;
   plan.dtype = p.dtype;
+  plan.slow_accumulation = p.dtype == Dtype::fp8 && !p.fast_accumulation && !p.grouped;
   plan.tile = tile;
   plan.split_k = split_k;
   const auto k_slice = [&](std::int64_t k) { return ceil_div(ceil_div(k, split_k), tile.k) * tile.k; };
@@ -64,8 +65,9 @@ GemmProblem ragged_grouped_problem(const std::vector<std::int64_t>& sizes, std::
   return p;
 }
 
-double tile_flops_per_ps(const GemmTile& tile, Dtype dtype, const HardwareSpec& hw) {
-  const double issue_rate = hw.peak_flops_per_sm_per_ps(dtype) * tile.mainloop_efficiency;
+double tile_flops_per_ps(const GemmTile& tile, Dtype dtype, const HardwareSpec& hw, bool slow_accumulation) {
+  const double issue_rate =
+      hw.peak_flops_per_sm_per_ps(dtype) * tile.mainloop_efficiency * (slow_accumulation ? hw.gemm.slow_accumulation : 1.0);
   // Per K step the tile loads (m + n) x k operands for 2 x m x n x k FLOPs; the SM
   // cannot compute faster than L2 feeds it those operands.
   const double flops_per_byte = 2.0 * tile.m * tile.n / ((tile.m + tile.n) * dtype_bytes(dtype));
@@ -73,7 +75,7 @@ double tile_flops_per_ps(const GemmTile& tile, Dtype dtype, const HardwareSpec& 
 }
 
 BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw) {
-  const double flops_rate = tile_flops_per_ps(plan.tile, plan.dtype, hw);
+  const double flops_rate = tile_flops_per_ps(plan.tile, plan.dtype, hw, plan.slow_accumulation);
   // The K loop is pipelined: loads for stage i+1 overlap the MMAs of stage i, so
   // the block is bound by the slower of the two, plus its fixed prologue/epilogue.
   return BlockWork{.fixed = hw.gemm.block_prologue, .compute = duration_for(plan.flops_per_block, flops_rate),
@@ -140,6 +142,9 @@ GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
     plan.resident_blocks = hw.sm.resident_cluster_ctas(c.cluster.ctas());
     return plan;
   }
+  if (p.rowwise_scales && hw.gemm.library_rowwise.serves(p.dtype))
+    // cuBLAS's outer-vector-scaled kernels: one tile, whole K (gemm.library_rowwise).
+    return make_plan(p, hw.gemm.library_rowwise.tile, 1);
   GemmPlan best;
   Tick best_time = kTickMax;
   if (library_splits_k(p, hw)) {

@@ -119,6 +119,12 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
     TPSIM_GPU_CHECK(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = t.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     TPSIM_GPU_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    if (p.dtype == Dtype::fp8) {
+      // torch._scaled_mm's use_fast_accum (torchao's forward GEMMs). Rowwise scales are not
+      // lowered: no scenario the backend runs has them (only a training step's layers do).
+      const std::int8_t fast = p.fast_accumulation ? 1 : 0;
+      TPSIM_GPU_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+    }
     // Column-major: A is m x k (stored k x m when transposed), B is k x n, C = D is m x n.
     TPSIM_GPU_CHECK(cublasLtMatrixLayoutCreate(&g.a, t.ab, t.transpose_a ? k : m, t.transpose_a ? m : k,
                                                static_cast<int64_t>(t.transpose_a ? k : m)));

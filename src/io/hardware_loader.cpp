@@ -140,6 +140,17 @@ GemmTile parse_tile(const Json& j, const std::string& path) {
   return t;
 }
 
+// cuBLAS's rowwise-scaled kernels: one of gemm.tiles serving fp8, named by its shape.
+LibraryRowwiseSpec parse_library_rowwise(const ObjectReader& r, const std::vector<GemmTile>& tiles) {
+  if (r.string("source").empty()) fail_at(r.child_path("source"), "must say where the tile comes from (the kernels seen to run)");
+  const std::string shape = r.string("tile");
+  const auto extents = parse_extents(shape, 3, 4096);
+  if (!extents) fail_at(r.child_path("tile"), fmt::format("must look like \"128x128x128\" (each 1 to 4096), got \"{}\"", shape));
+  for (const GemmTile& t : tiles)
+    if (t.m == (*extents)[0] && t.n == (*extents)[1] && t.k == (*extents)[2] && t.serves(Dtype::fp8)) return LibraryRowwiseSpec{t};
+  fail_at(r.child_path("tile"), fmt::format("{} is not one of gemm.tiles serving fp8 (its kernel family's rate comes from there)", shape));
+}
+
 NcclProtocol parse_protocol(const std::string& name, const ObjectReader& r) {
   const Quantities q(r);
   NcclProtocol p;
@@ -333,7 +344,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
       hw.peak_flops_per_ps[static_cast<int>(d)] = Quantities(peak).get(std::string(dtype_name(d)), "flops");
 
   const ObjectReader gemm = root.object("gemm", {"tiles", "block", "block_prologue", "kernel_ramp", "l2_load_bandwidth", "max_split_k", "min_split_k_depth", "library_split",
-                                                 "grouped", "scaled_grouped", "rowwise_scaled"});
+                                                 "grouped", "scaled_grouped", "rowwise_scaled", "library_rowwise", "slow_accumulation"});
   const Json& tiles = gemm.array("tiles");
   if (tiles.empty()) fail_at(gemm.child_path("tiles"), "needs at least one tile");
   for (std::size_t i = 0; i < tiles.size(); ++i)
@@ -366,6 +377,9 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     if (out.small_tile.dtypes != out.large_tile.dtypes)
       fail_at(r.path(), "small_tile and large_tile must serve the same dtypes (one kernel family)");
   }
+
+  if (gemm.has("library_rowwise")) hw.gemm.library_rowwise = parse_library_rowwise(gemm.object("library_rowwise", {"tile", "source"}), hw.gemm.tiles);
+  if (gemm.has("slow_accumulation")) hw.gemm.slow_accumulation = gq.get("slow_accumulation", "fraction");
 
   const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth", "capacity", "framework_reserved"});
   const Quantities mq(mem);

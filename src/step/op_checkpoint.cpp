@@ -158,7 +158,7 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
       continue;
     }
     GemmProblem gemm{tokens, l.out, l.in, linear};
-    gemm.aten_rowwise = t.fp8.aten_gemm(linear);
+    t.fp8.set_gemm(gemm, linear, true);
     ops.emplace_back("recompute." + l.name, GemmOp{gemm});
   }
   if (t.compile) {

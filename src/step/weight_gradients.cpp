@@ -18,7 +18,7 @@ Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, D
   std::vector<std::pair<std::string, OpPayload>> ops;
   for (const LayerLinear& l : block_linears(t.model, tp, moe)) {
     GemmProblem gemm{l.in, l.out, tokens, linear};
-    gemm.aten_rowwise = t.fp8.aten_gemm(linear);
+    t.fp8.set_gemm(gemm, linear, false);
     ops.emplace_back(l.name + ".backward_weight", GemmOp{gemm});
   }
   if (moe) {

@@ -216,7 +216,7 @@ class LayerBuilder {
       for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".amax_all_reduce", CollectiveOp{CollectiveKind::all_reduce, 4, group});
     }
     cast_operands(name, gemms, role, fp8 ? static_cast<double>(shard_elems) : -1);
-    Region region = make_region(name, static_cast<double>(shard_elems) * gathered_element_bytes(), std::move(gemms));
+    Region region = make_region(name, static_cast<double>(shard_elems) * gathered_element_bytes(), std::move(gemms), role);
     region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     if (!pattern_matched()) {
       fused_op_layout_copy(region.name + ".flatten_shard", region.bytes);
@@ -247,7 +247,7 @@ class LayerBuilder {
     // feed a weight gradient's GEMM as [b * s, h] rows it is copied (reshape).
     if (std::ranges::any_of(after, [](const RegionGemm& g) { return g.reads_gathered; }))
       fused_op_layout_copy(region.name + ".reshape_gathered", static_cast<double>(ranks_.size()) * region.bytes);
-    Region unfused = make_region(name + ".unfused", 0, std::move(after));
+    Region unfused = make_region(name + ".unfused", 0, std::move(after), role);
     gather_replicated(dag_, unfused);
   }
   // A column-parallel linear's weight gradient: on its input gathered again (Megatron-LM's
@@ -259,7 +259,7 @@ class LayerBuilder {
     // its shards held several sequences, which the weight gradient's GEMM reads reshaped.
     fused_op_layout_copy(prefix_ + name + ".reshape_gathered",
                          static_cast<double>(shard_elems) * gathered_element_bytes() * static_cast<double>(ranks_.size()));
-    gather_replicated(dag_, make_region(name, 0, std::move(gemms)));
+    gather_replicated(dag_, make_region(name, 0, std::move(gemms), Role::weight_gradient));
   }
   // `matmuls`: how many matmuls' products the reduce-scatter sums (a column-parallel input
   // gradient over linears sharing their input: wq, wk, wv; w1, w3), where the region's GEMMs
@@ -268,7 +268,7 @@ class LayerBuilder {
                int matmuls = 0) {
     cast_operands(name, gemms, role);
     if (matmuls == 0) matmuls = static_cast<int>(gemms.size());
-    Region region = make_region(name, static_cast<double>(chunk_elems) * sh_.e, std::move(gemms));
+    Region region = make_region(name, static_cast<double>(chunk_elems) * sh_.e, std::move(gemms), role);
     region.reduction = sc_.software.symm_mem_reduction;
     region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     // The micro-pipeline pass fuses a reduce-scatter only with the one matmul that produces
@@ -371,9 +371,13 @@ class LayerBuilder {
     }
   }
   // A region of this layer's TP group on its linears' dtype and kernels.
-  Region make_region(const std::string& name, double bytes, std::vector<RegionGemm> gemms) const {
+  Region make_region(const std::string& name, double bytes, std::vector<RegionGemm> gemms, Role role) const {
     Region r{prefix_ + name, pg_, linear_dtype(), bytes, std::move(gemms)};
-    r.aten_rowwise = sc_.workload.fp8.aten_gemm(linear_dtype());
+    GemmProblem run;
+    sc_.workload.fp8.set_gemm(run, linear_dtype(), role == Role::forward);
+    r.rowwise_scales = run.rowwise_scales;
+    r.aten_rowwise = run.aten_rowwise;
+    r.fast_accumulation = run.fast_accumulation;
     return r;
   }
   // fp8 linears whose input TP gathers in the activations' dtype: casts read the gathered tensor.

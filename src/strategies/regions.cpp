@@ -8,9 +8,7 @@ void add_gemms(Dag& dag, const Region& region, int rank, int stream, bool whole,
   for (std::size_t i = 0; i < region.gemms.size(); ++i) {
     const GemmShape& g = whole ? region.gemms[i].whole : region.gemms[i].shard;
     const std::string name = region.gemms.size() == 1 ? label : fmt::format("{}.{}", label, i);
-    GemmProblem p{g.m, g.n, g.k, region.dtype};
-    p.aten_rowwise = region.aten_rowwise;
-    dag.add(rank, stream, name, GemmOp{p});
+    dag.add(rank, stream, name, GemmOp{region.problem(g)});
   }
 }
 

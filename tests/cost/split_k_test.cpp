@@ -91,7 +91,9 @@ TEST_CASE("The tile heuristic's estimate of a GEMM alone is what the simulator t
     const double simulated = gemm_alone_us(m, n, k, d, hw);
     INFO(fmt::format("{}x{}x{} {}: tile {}x{}, split {}: estimate {:.3f} us, simulated {:.3f} us", m, n, k, dtype_name(d), plan.tile.m,
                      plan.tile.n, plan.split_k, estimate, simulated));
-    CHECK(estimate >= simulated - 1e-5);
+    // Each wave's blocks end on a whole picosecond: up to one apart per wave.
+    const double waves = static_cast<double>((plan.blocks + hw.sm.count - 1) / hw.sm.count);
+    CHECK(estimate >= simulated - 1e-6 * (waves + 10));
     CHECK(estimate <= simulated * 1.02);
   }
   CHECK(splits > 0);

@@ -214,6 +214,29 @@ TEST_CASE("A hardware file's library split rule is checked: its dtypes, its refe
   CHECK(error_of(fraction) == "$.gemm.library_split.min_slice.value: must be a whole number");
 }
 
+TEST_CASE("A hardware file's fp8 execution is checked: cuBLAS's rowwise tile among its fp8 tiles, slow accumulation a fraction", "[hardware]") {
+  const Json shipped = shipped_h100_json();
+  Json bf16_tile = shipped;
+  bf16_tile["gemm"]["library_rowwise"]["tile"] = "128x256x64";
+  CHECK(error_of(bf16_tile) == "$.gemm.library_rowwise.tile: 128x256x64 is not one of gemm.tiles serving fp8 (its kernel family's rate comes from there)");
+  Json malformed = shipped;
+  malformed["gemm"]["library_rowwise"]["tile"] = "128x128";
+  CHECK(error_of(malformed) == "$.gemm.library_rowwise.tile: must look like \"128x128x128\" (each 1 to 4096), got \"128x128\"");
+  Json unsourced = shipped;
+  unsourced["gemm"]["library_rowwise"]["source"] = "";
+  CHECK(error_of(unsourced) == "$.gemm.library_rowwise.source: must say where the tile comes from (the kernels seen to run)");
+  Json faster = shipped;
+  faster["gemm"]["slow_accumulation"]["value"] = 1.1;
+  CHECK(error_of(faster) == "$.gemm.slow_accumulation.value: a fraction must be at most 1");  // promoting sums can only slow it
+  Json misspelled = shipped;
+  misspelled["gemm"]["slow_accumulate"] = misspelled["gemm"]["slow_accumulation"];
+  CHECK_THAT(error_of(misspelled), Catch::Matchers::StartsWith("$.gemm: unknown key \"slow_accumulate\""));
+  // The H200 inherits both (same SMs, same cuBLAS kernels).
+  const HardwareSpec h200 = load_hardware_file(models_dir() + "/h200.json");
+  CHECK(h200.gemm.slow_accumulation == h100().gemm.slow_accumulation);
+  CHECK(h200.gemm.library_rowwise.tile.m == 128);
+}
+
 TEST_CASE("A hardware file's resident clusters are checked: whole clusters per size that fit its SMs, with a source", "[hardware]") {
   const Json shipped = shipped_h100_json();
   CHECK(error_of(shipped).empty());

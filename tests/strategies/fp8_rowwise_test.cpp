@@ -109,3 +109,32 @@ TEST_CASE("Under compiled async TP, rowwise casts between the gather and the mat
   CHECK(find(rowwise, "attention.qkv.all_gather") != nullptr);
   CHECK(count_containing(rowwise, "attention.out.matmul.chunk") > 0);
 }
+
+TEST_CASE("torchao accumulates fast in the forward GEMMs alone, under either recipe, decomposed or not", "[strategies][fp8]") {
+  // Float8LinearConfig: gemm_config_output use_fast_accum=True, grad_input and grad_weight off.
+  for (const bool rowwise : {false, true}) {
+    for (const char* v : {"baseline", "async_tp"}) {
+      const Dag d = build_layer_dag(layer(rowwise, true), v);
+      int forward = 0, backward = 0;
+      for (OpId id : d.program(0)) {
+        const Op& op = d.op(id);
+        const auto* gemm = std::get_if<GemmOp>(&op.payload);
+        if (!gemm) continue;
+        INFO(v << " " << op.name);
+        const bool is_backward = op.name.find("backward") != std::string::npos;
+        CHECK(gemm->problem.fast_accumulation == !is_backward);
+        CHECK(gemm->problem.rowwise_scales == rowwise);
+        (is_backward ? backward : forward) += 1;
+      }
+      CHECK(forward > 0);
+      CHECK(backward > 0);
+    }
+  }
+  // bf16 linears have no accumulation mode to choose.
+  Scenario bf16 = layer(false, true, "forward");
+  bf16.workload.linear_dtype = Dtype::bf16;
+  const Dag bf16_dag = build_layer_dag(bf16, "baseline");
+  const Op* gemm = find(bf16_dag, "attention.qkv.matmul.0");
+  REQUIRE(gemm != nullptr);
+  CHECK_FALSE(std::get<GemmOp>(gemm->payload).problem.fast_accumulation);
+}

@@ -33,6 +33,14 @@ struct GemmProblem {
   // torch._scaled_mm with rowwise scales run by ATen's own CUTLASS kernel (GemmSpec::rowwise_scaled,
   // cost/aten_rowwise_gemm.hpp) where the hardware describes it; else by cuBLAS.
   bool aten_rowwise = false;
+  // torch._scaled_mm with one scale per row of A and per column of B (rowwise scaling); on
+  // cuBLAS (aten_rowwise false) its outer-vector-scaled kernels, where the hardware names them
+  // (gemm.library_rowwise).
+  bool rowwise_scales = false;
+  // fp8 with use_fast_accum: the tensor cores' own accumulator throughout. Off (torch._scaled_mm's
+  // default, torchao's gradient GEMMs) the kernel promotes partial sums into fp32 registers as it
+  // goes, at gemm.slow_accumulation of the rate. Grouped kernels' tiles carry their own rate.
+  bool fast_accumulation = false;
   // Run by the vendor library (cuBLAS), whose own split-K rule applies where the hardware
   // describes it (gemm.library_split); false for a custom kernel (a fused ring GEMM's steps).
   bool by_library = true;
@@ -110,11 +118,14 @@ struct GemmPlan {
   // fit), the clusters the GPCs hold (sm.resident_clusters).
   GemmProblem::Cluster cluster{};
   std::int64_t resident_blocks = 0;
+  // An fp8 GEMM whose kernel promotes its partial sums (GemmProblem::fast_accumulation off).
+  bool slow_accumulation = false;
 };
 
-// One SM's main-loop rate with this tile: the MMA issue rate, or the rate at which
-// L2 delivers the tile's operands, whichever binds (small tiles reuse less).
-double tile_flops_per_ps(const GemmTile& tile, Dtype dtype, const HardwareSpec& hw);
+// One SM's main-loop rate with this tile: the MMA issue rate (less what promoting fp8 partial
+// sums costs, `slow_accumulation`), or the rate at which L2 delivers the tile's operands,
+// whichever binds (small tiles reuse less).
+double tile_flops_per_ps(const GemmTile& tile, Dtype dtype, const HardwareSpec& hw, bool slow_accumulation = false);
 
 // What one block does: its prologue, its math at the tile's rate, its share of A+B+C.
 BlockWork gemm_block_work(const GemmPlan& plan, const HardwareSpec& hw);

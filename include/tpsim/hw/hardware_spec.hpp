@@ -76,6 +76,15 @@ struct RowwiseScaledGemmSpec {
   bool serves(Dtype d) const { return present() && large_tile.serves(d); }
 };
 
+// cuBLAS's kernels for torch._scaled_mm with rowwise scales (cuBLAS 12.9 and later on Hopper:
+// outer-vector scaling, nvjet ..._ovscale kernels): the one tile they were seen to run, a
+// tile of gemm.tiles (its kernel family's rate), over the whole K. Absent: priced as
+// tensor-wise scaled GEMMs.
+struct LibraryRowwiseSpec {
+  GemmTile tile;
+  bool serves(Dtype d) const { return tile.m > 0 && tile.serves(d); }
+};
+
 // cuBLAS's own split-K choice, read from the kernels it ran where that was measured. It splits
 // K when the problem's output has fewer reference tiles than SMs x (1 - depth / K), into as
 // many slices as fill one wave of the candidate tile (each at least min_slice deep), and ranks
@@ -104,6 +113,11 @@ struct GemmSpec {
   GroupedGemmSpec grouped;          // torch._grouped_mm's kernel; absent: grouped GEMMs are planned as batched ones
   GroupedGemmSpec scaled_grouped;   // torch._scaled_grouped_mm's (fp8); absent likewise
   RowwiseScaledGemmSpec rowwise_scaled;  // ATen's rowwise-scaled fp8 kernel; absent: priced as cuBLAS's
+  LibraryRowwiseSpec library_rowwise;    // cuBLAS's rowwise-scaled fp8 kernels; absent: its tensor-wise ones
+  // fp8 main-loop rate when the kernel promotes partial sums to fp32 as it goes (use_fast_accum
+  // off), as a fraction of the rate with the tensor cores' own accumulator; the tiles' efficiencies
+  // are with it. 1 where the file does not say.
+  double slow_accumulation = 1.0;
   // The grouped kernel family serving this dtype, or nullptr.
   const GroupedGemmSpec* grouped_for(Dtype d) const {
     if (grouped.serves(d)) return &grouped;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/hw/dtype.hpp"
 #include "tpsim/hw/hardware_spec.hpp"
 #include "tpsim/workload/model_shape.hpp"
@@ -82,6 +83,14 @@ struct Fp8Recipe {
   bool rowwise() const { return scaling == Fp8Scaling::rowwise; }
   // Whether GEMMs of this dtype run ATen's rowwise kernel (fp8 linears under rowwise scaling).
   bool aten_gemm(Dtype linear) const { return linear == Dtype::fp8 && rowwise() && aten_rowwise_kernel; }
+  // torchao's Float8Linear GEMM of this role on linears of this dtype, as torch._scaled_mm runs it:
+  // its scales, its kernel, and fast accumulation in the forward GEMM alone (Float8LinearConfig:
+  // gemm_config_output use_fast_accum=True; grad_input's and grad_weight's off).
+  void set_gemm(GemmProblem& p, Dtype linear, bool forward) const {
+    p.rowwise_scales = linear == Dtype::fp8 && rowwise();
+    p.aten_rowwise = aten_gemm(linear);
+    p.fast_accumulation = linear == Dtype::fp8 && forward;
+  }
 };
 
 struct TrainingStepSpec {
