@@ -293,7 +293,8 @@ else
   for tool_args in "torch_op_bench.py --hardware h100_sxm" "torch_memory_bound_bench.py --hardware h100_sxm" \
       "torch_tp_one_rank_bench.py --hardware h100_sxm" "torch_thin_gemm_bench.py --hardware h100_sxm --kernels $work/gpu_tool_kernels.json" \
       "torch_copy_beside_gemm_bench.py" "torch_gemm_clock_bench.py" "torch_train_step_bench.py" "torch_async_tp_rank_bench.py --hardware h100_sxm" \
-      "torch_fp8_linear_bench.py --hardware h100_sxm --casts $work/gpu_tool_kernels.json"; do
+      "torch_fp8_linear_bench.py --hardware h100_sxm --casts $work/gpu_tool_kernels.json" \
+      "torch_compiled_kernels_bench.py --hardware h100_sxm --report $work/gpu_tool_kernels.json"; do
     read -r -a words <<< "$tool_args"
     python3 "$root/tools/${words[0]}" -o "$work/gpu_tool.json" "${words[@]:1}" > /dev/null 2> "$work/err"; rc=$?
     if [ $rc = 3 ] && [ "$(wc -l < "$work/err")" = 1 ] && [ ! -e "$work/gpu_tool.json" ] && [ ! -e "$work/gpu_tool_kernels.json" ]; then
