@@ -56,6 +56,25 @@ std::int64_t dim_at(const Json& dims, std::size_t i, std::size_t d, const std::s
   return as_positive_int(dims[i][d], fmt::format("{}[{}][{}]", path, i, d));
 }
 
+// How aten::_scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
+// ran: rowwise where scale_a holds a scale per row ([m, 1]; tensor-wise: one, []), and
+// use_fast_accum from "Concrete Inputs" (recorded as "True" / "False"; absent: its default, off).
+void read_scaled_mm_run(const Json& args, const Json& dims, const std::string& path, GemmProblem& p) {
+  if (dims.size() > 2 && dims[2].is_array() && !dims[2].empty()) {
+    std::int64_t scales = 1;
+    for (std::size_t d = 0; d < dims[2].size(); ++d) scales *= as_positive_int(dims[2][d], fmt::format("{}.args.\"Input Dims\"[2][{}]", path, d));
+    p.rowwise_scales = scales > 1;
+  }
+  constexpr std::size_t kUseFastAccum = 7;
+  if (!args.contains("Concrete Inputs")) return;
+  const Json& concrete = args["Concrete Inputs"];
+  if (!concrete.is_array() || concrete.size() <= kUseFastAccum || !concrete[kUseFastAccum].is_string()) return;
+  const std::string fast = concrete[kUseFastAccum].get<std::string>();
+  if (fast != "True" && fast != "False" && !fast.empty())
+    fail_at(fmt::format("{}.args.\"Concrete Inputs\"[{}]", path, kUseFastAccum), fmt::format("use_fast_accum must be \"True\" or \"False\", got \"{}\"", fast));
+  p.fast_accumulation = fast == "True";
+}
+
 // aten::mm: [[m,k],[k,n]]; aten::_scaled_mm: [[m,k],[k,n],[scales]...]; aten::addmm: [[bias], [m,k], [k,n], [], []].
 GemmProblem gemm_shape(const Json& args, const std::string& op, const std::string& path) {
   const std::string dims_path = path + ".args.\"Input Dims\"";
@@ -77,7 +96,9 @@ GemmProblem gemm_shape(const Json& args, const std::string& op, const std::strin
   const std::string t = as_string(args["Input type"][a], fmt::format("{}[{}]", types_path, a));
   const auto dtype = torch_dtype(t);
   if (!dtype) fail_at(fmt::format("{}[{}]", types_path, a), fmt::format("dtype \"{}\" is not one tpsim models", t));
-  return GemmProblem{m, n, k, *dtype};
+  GemmProblem p{m, n, k, *dtype};
+  if (op == "aten::_scaled_mm") read_scaled_mm_run(args, dims, path, p);
+  return p;
 }
 
 double number_arg(const Json& args, const std::string& key, const std::string& path) {
@@ -239,7 +260,8 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
     Measurement m;
     m.kind = MeasurementKind::gemm;
     m.gemm = shapes[id] = gemm_shape(events[index]["args"], op, fmt::format("$.traceEvents[{}]", index));
-    m.name = fmt::format("kineto gemm {}x{}x{} {}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype));
+    m.name = fmt::format("kineto gemm {}x{}x{} {}{}{}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype),
+                         m.gemm.rowwise_scales ? " rowwise" : "", m.gemm.fast_accumulation ? " fast accumulation" : "");
     const auto& beside = comm_spans[span.device];
     if (std::any_of(beside.begin(), beside.end(), [&](const Span& c) { return c.start < span.end && c.end > span.start; })) {
       ++overlapped[m.name];

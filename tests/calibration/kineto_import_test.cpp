@@ -68,6 +68,43 @@ TEST_CASE("Kineto import of older traces: sizes on record_param_comms, group fro
   CHECK(fp8.time_us == Approx(25));
 }
 
+TEST_CASE("Kineto import reads how _scaled_mm ran: rowwise scales from their shape, use_fast_accum from its concrete input",
+          "[measurement][kineto][fp8]") {
+  const auto ms = import_kineto_trace(Json::parse(R"j({"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_mm", "args": {"External id": 1,
+       "Input Dims": [[2048, 4096], [4096, 128], [2048, 1], [1, 128], [], [], [], []],
+       "Input type": ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "float", "", "", "ScalarType", "Scalar"],
+       "Concrete Inputs": ["", "", "", "", "", "", "15", "True"]}},
+      {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_qqtst_128x128_128x6_1x1_h_bz_coopA_algo2_ovscale_TNT", "ts": 0, "dur": 20,
+       "args": {"External id": 1}},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_mm", "args": {"External id": 2,
+       "Input Dims": [[2048, 4096], [4096, 128], [], [], [], [], [], []],
+       "Input type": ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "float", "", "", "ScalarType", "Scalar"],
+       "Concrete Inputs": ["", "", "", "", "", "", "15", "False"]}},
+      {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_qqtst_64x64_128x13_1x2_h_bz_algo2_TNT", "ts": 100, "dur": 12,
+       "args": {"External id": 2}}]})j"),
+                                      "fp8.json");
+  REQUIRE(ms.size() == 2);
+  const Measurement& rowwise = named(ms, "kineto gemm 2048x128x4096 fp8 rowwise fast accumulation");
+  CHECK(rowwise.gemm.rowwise_scales);
+  CHECK(rowwise.gemm.fast_accumulation);
+  const Measurement& tensorwise = named(ms, "kineto gemm 2048x128x4096 fp8");
+  CHECK_FALSE(tensorwise.gemm.rowwise_scales);
+  CHECK_FALSE(tensorwise.gemm.fast_accumulation);
+  // A use_fast_accum that is no boolean is refused with its JSON path.
+  try {
+    import_kineto_trace(Json::parse(R"j({"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_mm", "args": {"External id": 1,
+       "Input Dims": [[64, 64], [64, 64], [], [], [], [], [], []], "Input type": ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn"],
+       "Concrete Inputs": ["", "", "", "", "", "", "", "maybe"]}},
+      {"ph": "X", "cat": "kernel", "name": "g", "ts": 0, "dur": 2, "args": {"External id": 1}}]})j"),
+                        "bad.json");
+    FAIL("a bad use_fast_accum was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) == "$.traceEvents[0].args.\"Concrete Inputs\"[7]: use_fast_accum must be \"True\" or \"False\", got \"maybe\"");
+  }
+}
+
 TEST_CASE("Kineto import leaves out GEMMs that ran beside communication on their GPU", "[measurement][kineto]") {
   // Three runs of one GEMM on GPU 0: the second overlaps an unsized NCCL kernel there, the
   // third a peer copy on GPU 1 only (another GPU: it stays).
