@@ -131,8 +131,8 @@ def gemm_part(b, torch, args, tokens):
 
 def casts(torch):
     """torchao's casts (float8_utils.tensor_to_amax / to_fp8_saturated and hp_tensor_and_scale_to_float8),
-    as (name, fn(x), the bytes it must move at least, its layout): rows along dim -1, columns along
-    dim 0 written K-major for the weight gradient's second operand, and the whole tensor."""
+    as (name, fn(x)): rows along dim -1, columns along dim 0 written K-major for the weight
+    gradient's second operand, and the whole tensor."""
     e4m3 = torch.float8_e4m3fn
 
     def scale_of(amax):
