@@ -51,6 +51,8 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--settle", type=float, default=0.2, help="seconds of back-to-back calls before timing")
     p.add_argument("--parts", default="gemm,cast", help="comma-separated: gemm, cast")
+    p.add_argument("--cast-widths", default="4096,14336",
+                   help="columns of the cast inputs (comma-separated), each at every --tokens count of rows")
     p.add_argument("--quick", action="store_true", help="one linear and one cast shape (a smoke test)")
     args = p.parse_args()
     unknown = set(args.parts.split(",")) - {"gemm", "cast"}
@@ -155,10 +157,14 @@ def casts(torch):
     return (("rowwise_rows", rows), ("rowwise_columns", columns), ("tensorwise", tensor))
 
 
-def cast_part(b, torch, args, tokens, results):
-    shapes = [(tokens[-1], k) for k in (4096, 14336)]
+def cast_part(b, torch, args, tokens, results, save):
+    shapes = [(m, int(k)) for m in tokens for k in args.cast_widths.split(",")]
     if args.quick:
         shapes = shapes[:1]
+    # One compiled graph per cast and shape: let Dynamo keep them all rather than fall back to eager.
+    for limit in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, limit):
+            setattr(torch._dynamo.config, limit, max(64, 4 * len(shapes)))
     for m, k in shapes:
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         at_least = {"read": 2 * m * k, "written": m * k}
@@ -185,6 +191,7 @@ def cast_part(b, torch, args, tokens, results):
                     print(f"  FAILED cast {name} {mode} {m}x{k}: {str(e)[:200]}", flush=True)
                 results.append(entry)
         del x
+        save()
 
 
 def main():
@@ -211,7 +218,7 @@ def main():
         if part == "gemm":
             gemm_part(b, torch, args, tokens)
         else:
-            cast_part(b, torch, args, tokens, cast_results)
+            cast_part(b, torch, args, tokens, cast_results, save)
         save()
     print(f"wrote {len(b.rows)} rows to {args.output} ({len(b.failed)} failed), {len(cast_results)} casts, "
           f"in {time.time() - t0:.0f} s")
