@@ -60,11 +60,9 @@ std::int64_t dim_at(const Json& dims, std::size_t i, std::size_t d, const std::s
 // ran: rowwise where scale_a holds a scale per row ([m, 1]; tensor-wise: one, []), and
 // use_fast_accum from "Concrete Inputs" (recorded as "True" / "False"; absent: its default, off).
 void read_scaled_mm_run(const Json& args, const Json& dims, const std::string& path, GemmProblem& p) {
-  if (dims.size() > 2 && dims[2].is_array() && !dims[2].empty()) {
-    std::int64_t scales = 1;
-    for (std::size_t d = 0; d < dims[2].size(); ++d) scales *= as_positive_int(dims[2][d], fmt::format("{}.args.\"Input Dims\"[2][{}]", path, d));
-    p.rowwise_scales = scales > 1;
-  }
+  if (dims.size() > 2 && dims[2].is_array())  // more than one scale: some dimension past 1
+    for (std::size_t d = 0; d < dims[2].size(); ++d)
+      if (as_positive_int(dims[2][d], fmt::format("{}.args.\"Input Dims\"[2][{}]", path, d)) > 1) p.rowwise_scales = true;
   constexpr std::size_t kUseFastAccum = 7;
   if (!args.contains("Concrete Inputs")) return;
   const Json& concrete = args["Concrete Inputs"];
