@@ -62,7 +62,7 @@ std::int64_t dim_at(const Json& dims, std::size_t i, std::size_t d, const std::s
 void read_scaled_mm_run(const Json& args, const Json& dims, const std::string& path, GemmProblem& p) {
   if (dims.size() > 2 && dims[2].is_array())  // more than one scale: some dimension past 1
     for (std::size_t d = 0; d < dims[2].size(); ++d)
-      if (as_positive_int(dims[2][d], fmt::format("{}.args.\"Input Dims\"[2][{}]", path, d)) > 1) p.rowwise_scales = true;
+      if (as_positive_int(dims[2][d], fmt::format("{}.args.\"Input Dims\"[2][{}]", path, d)) > 1) p.scaled_mm.rowwise_scales = true;
   constexpr std::size_t kUseFastAccum = 7;
   if (!args.contains("Concrete Inputs")) return;
   const Json& concrete = args["Concrete Inputs"];
@@ -70,7 +70,7 @@ void read_scaled_mm_run(const Json& args, const Json& dims, const std::string& p
   const std::string fast = concrete[kUseFastAccum].get<std::string>();
   if (fast != "True" && fast != "False" && !fast.empty())
     fail_at(fmt::format("{}.args.\"Concrete Inputs\"[{}]", path, kUseFastAccum), fmt::format("use_fast_accum must be \"True\" or \"False\", got \"{}\"", fast));
-  p.fast_accumulation = fast == "True";
+  p.scaled_mm.fast_accumulation = fast == "True";
 }
 
 // aten::mm: [[m,k],[k,n]]; aten::_scaled_mm: [[m,k],[k,n],[scales]...]; aten::addmm: [[bias], [m,k], [k,n], [], []].
@@ -259,7 +259,7 @@ std::vector<Measurement> import_kineto_trace(const Json& j, const std::string& s
     m.kind = MeasurementKind::gemm;
     m.gemm = shapes[id] = gemm_shape(events[index]["args"], op, fmt::format("$.traceEvents[{}]", index));
     m.name = fmt::format("kineto gemm {}x{}x{} {}{}{}", m.gemm.m, m.gemm.n, m.gemm.k, dtype_name(m.gemm.dtype),
-                         m.gemm.rowwise_scales ? " rowwise" : "", m.gemm.fast_accumulation ? " fast accumulation" : "");
+                         m.gemm.scaled_mm.rowwise_scales ? " rowwise" : "", m.gemm.scaled_mm.fast_accumulation ? " fast accumulation" : "");
     const auto& beside = comm_spans[span.device];
     if (std::any_of(beside.begin(), beside.end(), [&](const Span& c) { return c.start < span.end && c.end > span.start; })) {
       ++overlapped[m.name];

@@ -168,9 +168,9 @@ void parse_fp8_execution(const ObjectReader& r, GemmProblem& p) {
   if (r.has("scaling")) {
     const std::string s = r.string("scaling");
     if (s != "tensorwise" && s != "rowwise") fail_at(r.child_path("scaling"), fmt::format("unknown scaling \"{}\" (tensorwise or rowwise)", s));
-    p.rowwise_scales = s == "rowwise";
+    p.scaled_mm.rowwise_scales = s == "rowwise";
   }
-  p.fast_accumulation = r.optional_bool("fast_accumulation").value_or(false);
+  p.scaled_mm.fast_accumulation = r.optional_bool("fast_accumulation").value_or(false);
 }
 
 // Which of cuBLASLt's algorithms the row timed ("heuristic_rank": 0 is the heuristic's first
@@ -538,8 +538,8 @@ Json measurement_json(const Measurement& m) {
       if (n.split_k > 1) j["plan"]["split_k"] = n.split_k;
       if (n.cluster.given() && !m.gemm.cluster.given()) j["plan"]["cluster"] = fmt::format("{}x{}", n.cluster.m, n.cluster.n);
     }
-    if (m.gemm.rowwise_scales) j["scaling"] = "rowwise";
-    if (m.gemm.fast_accumulation) j["fast_accumulation"] = true;
+    if (m.gemm.scaled_mm.rowwise_scales) j["scaling"] = "rowwise";
+    if (m.gemm.scaled_mm.fast_accumulation) j["fast_accumulation"] = true;
     if (m.gemm.heuristic_rank > 0) j["heuristic_rank"] = m.gemm.heuristic_rank;
     if (m.gemm.cluster.given()) j["cluster"] = fmt::format("{}x{}", m.gemm.cluster.m, m.gemm.cluster.n);
   }

@@ -18,7 +18,7 @@ GemmPlan make_plan(const GemmProblem& p, const GemmTile& tile, int split_k, Gemm
   plan.cluster = cluster;
   const int cluster_m = cluster.given() ? cluster.m : 1, cluster_n = cluster.given() ? cluster.n : 1;
   plan.dtype = p.dtype;
-  plan.slow_accumulation = p.dtype == Dtype::fp8 && !p.fast_accumulation && !p.grouped;
+  plan.slow_accumulation = p.dtype == Dtype::fp8 && !p.scaled_mm.fast_accumulation && !p.grouped;
   plan.tile = tile;
   plan.split_k = split_k;
   const auto k_slice = [&](std::int64_t k) { return ceil_div(ceil_div(k, split_k), tile.k) * tile.k; };
@@ -132,7 +132,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
     // PyTorch's dispatch on the groups' shape (GroupMM.cu dispatch_bf16_grouped_kernel_on_tile_size,
     // ScaledGroupMM.cu dispatch_fp8_grouped_gemm_on_tile_size).
     return make_plan(p, grouped->tile_for(p.m, p.n, p.k), 1);
-  if (p.aten_rowwise && hw.gemm.rowwise_scaled.serves(p.dtype)) {
+  if (p.scaled_mm.aten_rowwise && hw.gemm.rowwise_scaled.serves(p.dtype)) {
     // Its grid over the output it computes (transposed or not), in whole clusters.
     const AtenRowwiseChoice c = aten_rowwise_choice(p.m, p.n, hw.sm.count);
     GemmProblem kernel = p;
@@ -142,7 +142,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const HardwareSpec& hw) {
     plan.resident_blocks = hw.sm.resident_cluster_ctas(c.cluster.ctas());
     return plan;
   }
-  if (p.rowwise_scales && hw.gemm.library_rowwise.serves(p.dtype))
+  if (p.scaled_mm.rowwise_scales && hw.gemm.library_rowwise.serves(p.dtype))
     // cuBLAS's outer-vector-scaled kernels: one tile, whole K (gemm.library_rowwise).
     return make_plan(p, hw.gemm.library_rowwise.tile, 1);
   GemmPlan best;

@@ -122,7 +122,7 @@ LtGemm plan_gemm(cublasLtHandle_t lt, const GemmProblem& p) {
     if (p.dtype == Dtype::fp8) {
       // torch._scaled_mm's use_fast_accum (torchao's forward GEMMs). Rowwise scales are not
       // lowered: no scenario the backend runs has them (only a training step's layers do).
-      const std::int8_t fast = p.fast_accumulation ? 1 : 0;
+      const std::int8_t fast = p.scaled_mm.fast_accumulation ? 1 : 0;
       TPSIM_GPU_CHECK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
     }
     // Column-major: A is m x k (stored k x m when transposed), B is k x n, C = D is m x n.

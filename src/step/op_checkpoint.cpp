@@ -158,7 +158,7 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
       continue;
     }
     GemmProblem gemm{tokens, l.out, l.in, linear};
-    t.fp8.set_gemm(gemm, linear, true);
+    gemm.scaled_mm = t.fp8.scaled_mm(linear, true);
     ops.emplace_back("recompute." + l.name, GemmOp{gemm});
   }
   if (t.compile) {

@@ -18,7 +18,7 @@ Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, D
   std::vector<std::pair<std::string, OpPayload>> ops;
   for (const LayerLinear& l : block_linears(t.model, tp, moe)) {
     GemmProblem gemm{l.in, l.out, tokens, linear};
-    t.fp8.set_gemm(gemm, linear, false);
+    gemm.scaled_mm = t.fp8.scaled_mm(linear, false);
     ops.emplace_back(l.name + ".backward_weight", GemmOp{gemm});
   }
   if (moe) {

@@ -373,11 +373,7 @@ class LayerBuilder {
   // A region of this layer's TP group on its linears' dtype and kernels.
   Region make_region(const std::string& name, double bytes, std::vector<RegionGemm> gemms, Role role) const {
     Region r{prefix_ + name, pg_, linear_dtype(), bytes, std::move(gemms)};
-    GemmProblem run;
-    sc_.workload.fp8.set_gemm(run, linear_dtype(), role == Role::forward);
-    r.rowwise_scales = run.rowwise_scales;
-    r.aten_rowwise = run.aten_rowwise;
-    r.fast_accumulation = run.fast_accumulation;
+    r.scaled_mm = sc_.workload.fp8.scaled_mm(linear_dtype(), role == Role::forward);
     return r;
   }
   // fp8 linears whose input TP gathers in the activations' dtype: casts read the gathered tensor.

@@ -53,16 +53,11 @@ struct Region {
   // One rank of a group of this size on a one-GPU DAG (Workload::emulated_group): the
   // decomposition's steps, every peer this GPU, its pulls local copies. 0: the DAG's group.
   int emulated_group = 0;
-  // How its fp8 GEMMs run torch._scaled_mm (GemmProblem's fields of the same names): rowwise
-  // scales, on ATen's own kernel or cuBLAS's, with fast accumulation or not.
-  bool rowwise_scales = false;
-  bool aten_rowwise = false;
-  bool fast_accumulation = false;
+  // How its fp8 GEMMs run torch._scaled_mm.
+  GemmProblem::ScaledMm scaled_mm{};
   GemmProblem problem(const GemmShape& g) const {
     GemmProblem p{g.m, g.n, g.k, dtype};
-    p.rowwise_scales = rowwise_scales;
-    p.aten_rowwise = aten_rowwise;
-    p.fast_accumulation = fast_accumulation;
+    p.scaled_mm = scaled_mm;
     return p;
   }
 };

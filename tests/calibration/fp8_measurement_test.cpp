@@ -16,12 +16,12 @@ TEST_CASE("An fp8 GEMM row's scaling and fast accumulation reach its problem and
       {"kind": "gemm", "m": 128, "n": 4096, "k": 16384, "dtype": "fp8", "scaling": "tensorwise", "time_us": 28},
       {"kind": "gemm", "m": 128, "n": 4096, "k": 16384, "dtype": "fp8", "time_us": 28}])");
   REQUIRE(ms.size() == 3);
-  CHECK(ms[0].gemm.rowwise_scales);
-  CHECK(ms[0].gemm.fast_accumulation);
+  CHECK(ms[0].gemm.scaled_mm.rowwise_scales);
+  CHECK(ms[0].gemm.scaled_mm.fast_accumulation);
   // Absent: tensor-wise scales without fast accumulation, torch._scaled_mm's defaults.
   for (const Measurement& m : {ms[1], ms[2]}) {
-    CHECK_FALSE(m.gemm.rowwise_scales);
-    CHECK_FALSE(m.gemm.fast_accumulation);
+    CHECK_FALSE(m.gemm.scaled_mm.rowwise_scales);
+    CHECK_FALSE(m.gemm.scaled_mm.fast_accumulation);
   }
   const Json j = measurement_json(ms[0]);
   CHECK(j.at("scaling") == "rowwise");

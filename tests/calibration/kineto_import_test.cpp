@@ -86,11 +86,11 @@ TEST_CASE("Kineto import reads how _scaled_mm ran: rowwise scales from their sha
                                       "fp8.json");
   REQUIRE(ms.size() == 2);
   const Measurement& rowwise = named(ms, "kineto gemm 2048x128x4096 fp8 rowwise fast accumulation");
-  CHECK(rowwise.gemm.rowwise_scales);
-  CHECK(rowwise.gemm.fast_accumulation);
+  CHECK(rowwise.gemm.scaled_mm.rowwise_scales);
+  CHECK(rowwise.gemm.scaled_mm.fast_accumulation);
   const Measurement& tensorwise = named(ms, "kineto gemm 2048x128x4096 fp8");
-  CHECK_FALSE(tensorwise.gemm.rowwise_scales);
-  CHECK_FALSE(tensorwise.gemm.fast_accumulation);
+  CHECK_FALSE(tensorwise.gemm.scaled_mm.rowwise_scales);
+  CHECK_FALSE(tensorwise.gemm.scaled_mm.fast_accumulation);
   // A use_fast_accum that is no boolean is refused with its JSON path.
   try {
     import_kineto_trace(Json::parse(R"j({"traceEvents": [

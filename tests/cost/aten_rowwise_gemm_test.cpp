@@ -11,7 +11,7 @@ namespace {
 
 GemmProblem rowwise(std::int64_t m, std::int64_t n, std::int64_t k) {
   GemmProblem p{m, n, k, Dtype::fp8};
-  p.aten_rowwise = true;
+  p.scaled_mm.aten_rowwise = true;
   return p;
 }
 

@@ -14,8 +14,8 @@ namespace {
 
 GemmProblem fp8(std::int64_t m, std::int64_t n, std::int64_t k, bool fast, bool rowwise = false) {
   GemmProblem p{m, n, k, Dtype::fp8};
-  p.fast_accumulation = fast;
-  p.rowwise_scales = rowwise;
+  p.scaled_mm.fast_accumulation = fast;
+  p.scaled_mm.rowwise_scales = rowwise;
   return p;
 }
 
@@ -41,12 +41,12 @@ TEST_CASE("Accumulation is fp8's alone: bf16 and PyTorch's grouped fp8 kernel ke
   HardwareSpec hw = h100();
   GemmProblem bf16{8192, 8192, 8192, Dtype::bf16};
   const double bf16_us = kernel_alone_us(GemmOp{bf16}, hw);
-  bf16.fast_accumulation = true;
+  bf16.scaled_mm.fast_accumulation = true;
   CHECK(kernel_alone_us(GemmOp{bf16}, hw) == bf16_us);
   // torch._scaled_grouped_mm always accumulates fast (its tiles' rates say so): the flag is moot.
   GemmProblem grouped{2048, 4096, 7168, Dtype::fp8, 8, true};
   const double grouped_us = kernel_alone_us(GemmOp{grouped}, hw);
-  grouped.fast_accumulation = true;
+  grouped.scaled_mm.fast_accumulation = true;
   CHECK(kernel_alone_us(GemmOp{grouped}, hw) == grouped_us);
   // A model that does not tell them apart prices both alike.
   hw.gemm.slow_accumulation = 1.0;
@@ -88,7 +88,7 @@ TEST_CASE("Rowwise scales on cuBLAS are never faster than tensor-wise ones: a su
 TEST_CASE("ATen's rowwise kernel keeps its own tiles, and without the outer-vector tile cuBLAS's rowwise is its tensor-wise", "[cost][gemm][fp8]") {
   HardwareSpec hw = h100();
   GemmProblem aten = fp8(98304, 128, 4096, false, true);
-  aten.aten_rowwise = true;
+  aten.scaled_mm.aten_rowwise = true;
   CHECK(plan_gemm(aten, hw).cluster.ctas() == 2);  // ATen's clusters of two, not the library's tile
   hw.gemm.library_rowwise = {};
   const GemmPlan rowwise = plan_gemm(fp8(128, 4096, 16384, false, true), hw);

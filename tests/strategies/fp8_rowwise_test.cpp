@@ -90,7 +90,7 @@ TEST_CASE("Rowwise GEMMs run ATen's kernel unless cuBLAS is chosen", "[strategie
     const Dag d = build_layer_dag(s, "baseline");
     const Op* gemm = find(d, "attention.qkv.matmul.0");
     REQUIRE(gemm != nullptr);
-    return std::get<GemmOp>(gemm->payload).problem.aten_rowwise;
+    return std::get<GemmOp>(gemm->payload).problem.scaled_mm.aten_rowwise;
   };
   Scenario s = layer(true, true, "forward");
   CHECK(aten_kernel(s));
@@ -122,8 +122,8 @@ TEST_CASE("torchao accumulates fast in the forward GEMMs alone, under either rec
         if (!gemm) continue;
         INFO(v << " " << op.name);
         const bool is_backward = op.name.find("backward") != std::string::npos;
-        CHECK(gemm->problem.fast_accumulation == !is_backward);
-        CHECK(gemm->problem.rowwise_scales == rowwise);
+        CHECK(gemm->problem.scaled_mm.fast_accumulation == !is_backward);
+        CHECK(gemm->problem.scaled_mm.rowwise_scales == rowwise);
         (is_backward ? backward : forward) += 1;
       }
       CHECK(forward > 0);
@@ -136,5 +136,5 @@ TEST_CASE("torchao accumulates fast in the forward GEMMs alone, under either rec
   const Dag bf16_dag = build_layer_dag(bf16, "baseline");
   const Op* gemm = find(bf16_dag, "attention.qkv.matmul.0");
   REQUIRE(gemm != nullptr);
-  CHECK_FALSE(std::get<GemmOp>(gemm->payload).problem.fast_accumulation);
+  CHECK_FALSE(std::get<GemmOp>(gemm->payload).problem.scaled_mm.fast_accumulation);
 }

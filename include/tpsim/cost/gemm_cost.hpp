@@ -30,17 +30,21 @@ struct GemmProblem {
   // down, as PyTorch's dispatch computes it to pick the tile.
   std::vector<std::int64_t> group_sizes{};
   bool ragged_k = false;
-  // torch._scaled_mm with rowwise scales run by ATen's own CUTLASS kernel (GemmSpec::rowwise_scaled,
-  // cost/aten_rowwise_gemm.hpp) where the hardware describes it; else by cuBLAS.
-  bool aten_rowwise = false;
-  // torch._scaled_mm with one scale per row of A and per column of B (rowwise scaling); on
-  // cuBLAS (aten_rowwise false) its outer-vector-scaled kernels, where the hardware names them
-  // (gemm.library_rowwise).
-  bool rowwise_scales = false;
-  // fp8 with use_fast_accum: the tensor cores' own accumulator throughout. Off (torch._scaled_mm's
-  // default, torchao's gradient GEMMs) the kernel promotes partial sums into fp32 registers as it
-  // goes, at gemm.slow_accumulation of the rate. Grouped kernels' tiles carry their own rate.
-  bool fast_accumulation = false;
+  // How torch._scaled_mm runs an fp8 GEMM (the defaults are its own: tensor-wise scales on
+  // cuBLAS, without fast accumulation).
+  struct ScaledMm {
+    // One scale per row of A and per column of B (rowwise scaling); on cuBLAS its
+    // outer-vector-scaled kernels, where the hardware names them (gemm.library_rowwise).
+    bool rowwise_scales = false;
+    // Rowwise scales run by ATen's own CUTLASS kernel (GemmSpec::rowwise_scaled,
+    // cost/aten_rowwise_gemm.hpp) where the hardware describes it; else by cuBLAS.
+    bool aten_rowwise = false;
+    // use_fast_accum: the tensor cores' own accumulator throughout. Off (torchao's gradient
+    // GEMMs) the kernel promotes partial sums into fp32 registers as it goes, at
+    // gemm.slow_accumulation of the rate. Grouped kernels' tiles carry their own rate.
+    bool fast_accumulation = false;
+    friend auto operator<=>(const ScaledMm&, const ScaledMm&) = default;
+  } scaled_mm{};
   // Run by the vendor library (cuBLAS), whose own split-K rule applies where the hardware
   // describes it (gemm.library_split); false for a custom kernel (a fused ring GEMM's steps).
   bool by_library = true;

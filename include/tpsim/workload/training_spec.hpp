@@ -83,13 +83,12 @@ struct Fp8Recipe {
   bool rowwise() const { return scaling == Fp8Scaling::rowwise; }
   // Whether GEMMs of this dtype run ATen's rowwise kernel (fp8 linears under rowwise scaling).
   bool aten_gemm(Dtype linear) const { return linear == Dtype::fp8 && rowwise() && aten_rowwise_kernel; }
-  // torchao's Float8Linear GEMM of this role on linears of this dtype, as torch._scaled_mm runs it:
-  // its scales, its kernel, and fast accumulation in the forward GEMM alone (Float8LinearConfig:
+  // How torch._scaled_mm runs torchao's Float8Linear GEMMs on linears of this dtype: their scales,
+  // their kernel, and fast accumulation in the forward GEMM alone (Float8LinearConfig:
   // gemm_config_output use_fast_accum=True; grad_input's and grad_weight's off).
-  void set_gemm(GemmProblem& p, Dtype linear, bool forward) const {
-    p.rowwise_scales = linear == Dtype::fp8 && rowwise();
-    p.aten_rowwise = aten_gemm(linear);
-    p.fast_accumulation = linear == Dtype::fp8 && forward;
+  GemmProblem::ScaledMm scaled_mm(Dtype linear, bool forward) const {
+    return {.rowwise_scales = linear == Dtype::fp8 && rowwise(), .aten_rowwise = aten_gemm(linear),
+            .fast_accumulation = linear == Dtype::fp8 && forward};
   }
 };
 
