@@ -2,8 +2,6 @@
 // casts its own operands along its contraction, TP gathers bf16, GEMMs on ATen's kernel.
 #include "support/catch.hpp"
 
-#include <fmt/format.h>
-
 #include "support/simulate.hpp"
 #include "tpsim/strategies/registry.hpp"
 
@@ -16,11 +14,7 @@ namespace {
 constexpr double kT = 16384, kH = 8192, kQ = 1024, kKv = 128, kF = 3584, kBf16 = 2;
 
 Scenario layer(bool rowwise, bool compile, const std::string& pass = "forward_backward") {
-  Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
-      "workload": {{"op": "transformer_layer", "model": "llama3_70b", "tokens": 16384, "seq_len": 8192, "pass": "{}"}},
-      "variants": ["baseline", "async_tp"]}})",
-                                                      pass)),
-                              "");
+  Scenario s = llama3_70b_tp8_layer(pass);
   s.workload.linear_dtype = Dtype::fp8;
   s.workload.compile = compile;
   s.workload.fp8.scaling = rowwise ? Fp8Scaling::rowwise : Fp8Scaling::tensorwise;
@@ -28,14 +22,9 @@ Scenario layer(bool rowwise, bool compile, const std::string& pass = "forward_ba
   return s;
 }
 
-const Op* find(const Dag& dag, const std::string& name, int rank = 0) {
-  for (OpId id : dag.program(rank))
-    if (dag.op(id).name == name) return &dag.op(id);
-  return nullptr;
-}
 
 const ElementwiseOp& pass_of(const Dag& dag, const std::string& name) {
-  const Op* op = find(dag, name);
+  const Op* op = find_op(dag, name);
   REQUIRE(op != nullptr);
   return std::get<ElementwiseOp>(op->payload);
 }
@@ -62,7 +51,7 @@ TEST_CASE("Rowwise forward casts x and the weights along their rows: one read co
     CHECK(cast.bytes_written == Approx(rows).epsilon(1e-12));  // one fp8 byte each
   }
   const Dag compiled = build_layer_dag(layer(true, true, "forward"), "baseline");
-  CHECK(find(compiled, "attention.qkv.cast_columns") == nullptr);
+  CHECK(find_op(compiled, "attention.qkv.cast_columns") == nullptr);
 }
 
 TEST_CASE("Rowwise backward casts along columns read twice, and eager code lays each out again", "[strategies][fp8]") {
@@ -73,7 +62,7 @@ TEST_CASE("Rowwise backward casts along columns read twice, and eager code lays 
     const Dag d = build_layer_dag(layer(true, compile, "backward"), "baseline");
     CHECK(pass_of(d, "attention.out.backward.cast_rows").bytes_read == Approx((compile ? 1 : 2) * kT * kH * kBf16).epsilon(1e-12));
     CHECK(pass_of(d, "attention.out.backward.cast_columns").bytes_read == Approx(2 * columns * kBf16).epsilon(1e-12));
-    const Op* layout = find(d, "attention.out.backward.fp8_layout");
+    const Op* layout = find_op(d, "attention.out.backward.fp8_layout");
     CHECK((layout != nullptr) == !compile);
     if (layout) CHECK(std::get<ElementwiseOp>(layout->payload).bytes_read == Approx(columns).epsilon(1e-12));
     // The weight gradients of w1 and w3 cast their shared input once and each output gradient.
@@ -88,7 +77,7 @@ TEST_CASE("Rowwise linears cast more than tensorwise ones and gather bf16: the l
 TEST_CASE("Rowwise GEMMs run ATen's kernel unless cuBLAS is chosen", "[strategies][fp8]") {
   const auto aten_kernel = [](const Scenario& s) {
     const Dag d = build_layer_dag(s, "baseline");
-    const Op* gemm = find(d, "attention.qkv.matmul.0");
+    const Op* gemm = find_op(d, "attention.qkv.matmul.0");
     REQUIRE(gemm != nullptr);
     return std::get<GemmOp>(gemm->payload).problem.scaled_mm.aten_rowwise;
   };
@@ -106,7 +95,7 @@ TEST_CASE("Under compiled async TP, rowwise casts between the gather and the mat
   const Dag tensorwise = build_layer_dag(layer(false, true, "forward"), "async_tp");
   CHECK(count_containing(tensorwise, "attention.qkv.matmul.shard") > 0);
   CHECK(count_containing(rowwise, "attention.qkv.matmul.shard") == 0);
-  CHECK(find(rowwise, "attention.qkv.all_gather") != nullptr);
+  CHECK(find_op(rowwise, "attention.qkv.all_gather") != nullptr);
   CHECK(count_containing(rowwise, "attention.out.matmul.chunk") > 0);
 }
 
@@ -134,7 +123,7 @@ TEST_CASE("torchao accumulates fast in the forward GEMMs alone, under either rec
   Scenario bf16 = layer(false, true, "forward");
   bf16.workload.linear_dtype = Dtype::bf16;
   const Dag bf16_dag = build_layer_dag(bf16, "baseline");
-  const Op* gemm = find(bf16_dag, "attention.qkv.matmul.0");
+  const Op* gemm = find_op(bf16_dag, "attention.qkv.matmul.0");
   REQUIRE(gemm != nullptr);
   CHECK_FALSE(std::get<GemmOp>(gemm->payload).problem.scaled_mm.fast_accumulation);
 }

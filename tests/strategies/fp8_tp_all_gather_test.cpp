@@ -2,8 +2,6 @@
 // operand of each TP all-gather is cast to fp8 on its shard, after an all-reduce of its amax.
 #include "support/catch.hpp"
 
-#include <fmt/format.h>
-
 #include "support/simulate.hpp"
 #include "tpsim/strategies/registry.hpp"
 
@@ -13,21 +11,12 @@ using namespace tpsim::test;
 namespace {
 
 Scenario layer(bool fp8_linears, bool fp8_gathers, const std::string& pass = "forward_backward") {
-  Scenario s = parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
-      "workload": {{"op": "transformer_layer", "model": "llama3_70b", "tokens": 16384, "seq_len": 8192, "pass": "{}"}},
-      "variants": ["baseline", "async_tp"]}})",
-                                                      pass)),
-                              "");
+  Scenario s = llama3_70b_tp8_layer(pass);
   if (fp8_linears) s.workload.linear_dtype = Dtype::fp8;
   s.workload.tp_gathers_in_linear_dtype = fp8_gathers;
   return s;
 }
 
-const Op* find(const Dag& dag, const std::string& name, int rank = 0) {
-  for (OpId id : dag.program(rank))
-    if (dag.op(id).name == name) return &dag.op(id);
-  return nullptr;
-}
 
 int count_suffix(const Dag& dag, const std::string& suffix, int rank = 0) {
   int n = 0;
@@ -36,7 +25,7 @@ int count_suffix(const Dag& dag, const std::string& suffix, int rank = 0) {
 }
 
 double cast_read(const Dag& dag, const std::string& name) {
-  const Op* op = find(dag, name);
+  const Op* op = find_op(dag, name);
   REQUIRE(op != nullptr);
   return std::get<ElementwiseOp>(op->payload).bytes_read;
 }
@@ -46,14 +35,14 @@ double cast_read(const Dag& dag, const std::string& name) {
 TEST_CASE("fp8 TP all-gathers move one byte per element: half of bf16's", "[strategies][fp8]") {
   const Dag bf16 = build_layer_dag(layer(true, false), "baseline"), fp8 = build_layer_dag(layer(true, true), "baseline");
   for (const char* region : {"attention.qkv", "ffn.w13", "ffn.w2.backward", "attention.out.backward"}) {
-    const Op *a = find(bf16, std::string(region) + ".all_gather"), *b = find(fp8, std::string(region) + ".all_gather");
+    const Op *a = find_op(bf16, std::string(region) + ".all_gather"), *b = find_op(fp8, std::string(region) + ".all_gather");
     REQUIRE(a != nullptr);
     REQUIRE(b != nullptr);
     CHECK(std::get<CollectiveOp>(b->payload).buffer_bytes == std::get<CollectiveOp>(a->payload).buffer_bytes / 2);
   }
   // Reduce-scatters carry the GEMMs' bf16 outputs either way.
-  CHECK(std::get<CollectiveOp>(find(fp8, "attention.out.reduce_scatter")->payload).buffer_bytes ==
-        std::get<CollectiveOp>(find(bf16, "attention.out.reduce_scatter")->payload).buffer_bytes);
+  CHECK(std::get<CollectiveOp>(find_op(fp8, "attention.out.reduce_scatter")->payload).buffer_bytes ==
+        std::get<CollectiveOp>(find_op(bf16, "attention.out.reduce_scatter")->payload).buffer_bytes);
 }
 
 TEST_CASE("Cast before the gather: the shared operand's cast reads its shard, 1/G of the gathered tensor", "[strategies][fp8]") {
@@ -72,7 +61,7 @@ TEST_CASE("Each fp8 TP all-gather waits for one all-reduce of its amax over the 
   CHECK(count_suffix(fp8, ".amax_all_reduce") == 2 + 4);
   CHECK(count_suffix(build_layer_dag(layer(true, false), "baseline"), ".amax_all_reduce") == 0);
   CHECK(count_suffix(build_layer_dag(layer(false, true), "baseline"), ".amax_all_reduce") == 0);  // bf16 linears: nothing to cast
-  const Op* amax = find(fp8, "attention.qkv.amax_all_reduce");
+  const Op* amax = find_op(fp8, "attention.qkv.amax_all_reduce");
   REQUIRE(amax != nullptr);
   CHECK(std::get<CollectiveOp>(amax->payload).kind == CollectiveKind::all_reduce);
   CHECK(std::get<CollectiveOp>(amax->payload).buffer_bytes == 4);

@@ -2,6 +2,8 @@
 // Test helpers: the shipped H100 model, scenarios from inline JSON, op lookup.
 #include <string>
 
+#include <fmt/format.h>
+
 #include "tpsim/app/run_scenario.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/input_error.hpp"
@@ -23,6 +25,23 @@ inline std::string scenario_error(const std::string& scenario_json) {
     return e.what();
   }
   return "";
+}
+
+// Llama 3 70B's transformer layer under TP 8 on the shipped H100, bf16, 16,384 tokens in
+// sequences of 8,192, baseline and async TP, for `pass`.
+inline Scenario llama3_70b_tp8_layer(const std::string& pass) {
+  return parse_scenario(Json::parse(fmt::format(R"({{"hardware": "h100_sxm", "gpus": 8, "dtype": "bf16",
+      "workload": {{"op": "transformer_layer", "model": "llama3_70b", "tokens": 16384, "seq_len": 8192, "pass": "{}"}},
+      "variants": ["baseline", "async_tp"]}})",
+                                                pass)),
+                        "");
+}
+
+// The op of that name in a rank's program, or nullptr.
+inline const Op* find_op(const Dag& dag, const std::string& name, int rank = 0) {
+  for (OpId id : dag.program(rank))
+    if (dag.op(id).name == name) return &dag.op(id);
+  return nullptr;
 }
 
 inline RunResult simulate(const std::string& scenario_json) {
