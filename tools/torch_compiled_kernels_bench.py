@@ -21,11 +21,10 @@ Needs PyTorch with CUDA and one GPU; exits 3 with one line when there is none.
 """
 import argparse
 import json
-import statistics
 import sys
 import time
 
-from torch_op_bench import Bench, import_torch_with_cuda, not_flush, write_atomic  # the op bench beside this file
+from torch_op_bench import Bench, import_torch_with_cuda, kernels_by_name, not_flush, write_atomic  # the op bench beside this file
 
 
 # Eager ops that ATen runs as one vectorized streaming kernel (the others: its cast loop, its reduce
@@ -111,13 +110,9 @@ def main():
                     b.failed.append({"name": label, "error": str(e)[:300]})
                     print(f"  FAILED {label}: {str(e)[:200]}", flush=True)
                     continue
-                per = {}
-                for kname, start, end in ks:
-                    per.setdefault(kname, []).append(end - start)
-                report.append({"op": label, "bytes_read": read, "bytes_written": written,
-                               "kernels": [{"name": k, "per_call": len(t) / args.repeat, "median_us": round(statistics.median(t), 3)}
-                                           for k, t in per.items()]})
-                if len(per) > 1 or (mode == "eager" and name not in ONE_STREAMING_KERNEL):
+                kernels = kernels_by_name(ks, args.repeat)
+                report.append({"op": label, "bytes_read": read, "bytes_written": written, "kernels": kernels})
+                if len(kernels) > 1 or (mode == "eager" and name not in ONE_STREAMING_KERNEL):
                     continue  # several kernels, or ATen's cast loop or reduce kernel: not one streaming pass (the report keeps it)
                 row = {"kind": "elementwise", "name": label, "bytes_read": read, "bytes_written": written,
                        "source": src.format(mode=mode, name=name, elements=elements, rows=elements // 4096)}

@@ -25,11 +25,10 @@ Needs PyTorch with CUDA and one GPU; exits 3 with one line when there is none.
 """
 import argparse
 import json
-import statistics
 import sys
 import time
 
-from torch_op_bench import Bench, import_torch_with_cuda, write_atomic  # the op bench beside this file
+from torch_op_bench import Bench, import_torch_with_cuda, kernels_by_name, write_atomic  # the op bench beside this file
 
 # (model, linear): (out features, in features) of one TP-8 shard; wv is wk's shape.
 LINEARS = {
@@ -178,14 +177,10 @@ def cast_part(b, torch, args, tokens, results, save):
                     torch.cuda.synchronize()
                     entry["first_call_s"] = round(time.time() - t0, 1)
                     ks = b.kernels(lambda: call(x), args.repeat)
-                    per = {}
-                    for kname, start, end in ks:
-                        per.setdefault(kname, []).append(end - start)
-                    entry["kernels"] = [{"name": kn, "per_call": round(len(t) / args.repeat, 3),
-                                         "median_us": round(statistics.median(t), 3)} for kn, t in per.items()]
+                    entry["kernels"] = kernels_by_name(ks, args.repeat)
                     entry["total_us"] = round(sum(e["median_us"] * e["per_call"] for e in entry["kernels"]), 3)
                     entry["gbps_at_least"] = round((at_least["read"] + at_least["written"]) / entry["total_us"] / 1e3, 1)
-                    print(f"  cast {name} {mode} {m}x{k}: {entry['total_us']:.1f} us in {len(per)} kernels", flush=True)
+                    print(f"  cast {name} {mode} {m}x{k}: {entry['total_us']:.1f} us in {len(entry['kernels'])} kernels", flush=True)
                 except Exception as e:
                     entry["error"] = str(e)[:300]
                     print(f"  FAILED cast {name} {mode} {m}x{k}: {str(e)[:200]}", flush=True)

@@ -85,6 +85,18 @@ def write_measurements(path, hardware, description, rows):
     write_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
+def kernels_by_name(kernels, repeat):
+    """Each kernel name's calls per op call, median time (us) and, where recorded, launch grid, in order of first start."""
+    by_name, grids = {}, {}
+    for k in kernels:
+        name, start, end = k[:3]
+        by_name.setdefault(name, []).append(end - start)
+        if len(k) > 3:
+            grids.setdefault(name, k[3])
+    return [{"name": name, "per_call": round(len(times) / repeat, 3), "median_us": round(statistics.median(times), 3)}
+            | ({"grid": grids[name]} if name in grids else {}) for name, times in by_name.items()]
+
+
 def not_flush(name):
     return "FillFunctor" not in name
 

@@ -23,11 +23,10 @@ Needs PyTorch with CUDA and one GPU; exits 3 with one line when there is none.
 """
 import argparse
 import json
-import statistics
 import sys
 import time
 
-from torch_op_bench import Bench, import_torch_with_cuda, write_atomic  # the op bench beside this file
+from torch_op_bench import Bench, import_torch_with_cuda, kernels_by_name, write_atomic  # the op bench beside this file
 
 BF16_M = (64, 128, 192, 256, 384, 512, 768, 1024, 1536)
 BF16_NK = [(n, k) for n in (1280, 3584, 4096, 6656, 8192) for k in (4096, 8192, 14336, 16384, 28672)]
@@ -58,16 +57,6 @@ def shapes(quick):
     if quick:
         out = out[:3] + [s for s in out if s[0] == "fp8"][:3]
     return out
-
-
-def per_kernel(kernels, repeat):
-    """Each kernel name's calls per GEMM call, median time (us) and launch grid, in order of first start."""
-    by_name, grids = {}, {}
-    for name, start, end, grid in kernels:
-        by_name.setdefault(name, []).append(end - start)
-        grids.setdefault(name, grid)
-    return [{"name": name, "per_call": round(len(times) / repeat, 3), "median_us": round(statistics.median(times), 3),
-             "grid": grids[name]} for name, times in by_name.items()]
 
 
 def flushed(b, torch, op, how):
@@ -132,7 +121,7 @@ def main():
             if args.flush != "none":
                 fn = flushed(b, torch, fn, args.flush)
             ks = [kern for kern in b.kernels(fn, args.repeat, grids=True) if timed_kernel(kern[0])]
-            details.append({"dtype": dtype, "m": m, "n": n, "k": k, "kernels": per_kernel(ks, args.repeat)})
+            details.append({"dtype": dtype, "m": m, "n": n, "k": k, "kernels": kernels_by_name(ks, args.repeat)})
         except Exception as e:  # one bad shape must not lose the others
             b.failed.append({"name": name, "error": str(e)[:300]})
             print(f"  FAILED {name}: {str(e)[:200]}", flush=True)
