@@ -11,7 +11,13 @@ activations), and samples the SM clock and the board power with nvidia-smi meanw
 Output (JSON, written atomically): per case the GEMM's median CUDA-event time, its TFLOP/s, the
 mean SM clock and power over the case. Op-level measurements: each row is one kernel's time.
 
-    python3 tools/torch_gemm_clock_bench.py -o gemm_clock.json [--seconds 1.5] [--duty]
+With --long SECONDS it instead runs w1's GEMM (operands as a freshly initialized model has them)
+back to back for that long and writes one row per second: the GEMM's median time, the SM clock,
+the board power, the GPU's temperature and NVML's clock-event reasons, so that what minutes of
+load do to the clock (a GPU heating at its power limit) shows apart from the first seconds',
+which the other cases time. Then the GPU idles --cool seconds and the GEMM runs 3 s more.
+
+    python3 tools/torch_gemm_clock_bench.py -o gemm_clock.json [--seconds 1.5] [--duty] [--long 150 --cool 20]
 
 Needs PyTorch with CUDA, one GPU and nvidia-smi; exits 3 with one line when there is none.
 """
@@ -29,12 +35,28 @@ SHAPES = [(16384, 14336, 4096), (16384, 4096, 4096)]  # m, n, k: Llama 3 8B's w1
 DATA = {"randn": (1.0, 1.0), "init_weights": (1.0, 0.02), "small": (0.02, 0.02), "zeros": (0.0, 0.0)}
 
 
-class Sampler:
-    """nvidia-smi's SM clock (MHz) and board power (W), sampled every 20 ms into tagged lists."""
+# nvidia-smi's names for the temperature and the clock-event reasons (older drivers: throttle).
+EXTRA_FIELDS = [("temperature.gpu", "temperature.memory", "clocks_event_reasons.active"),
+                ("temperature.gpu", "temperature.memory", "clocks_throttle_reasons.active")]
 
-    def __init__(self):
+
+def supported_extra_fields():
+    for fields in EXTRA_FIELDS:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True)
+        if q.returncode == 0:
+            return list(fields)
+    return []
+
+
+class Sampler:
+    """nvidia-smi's SM clock (MHz) and board power (W), and where asked the temperatures (C) and
+    the clock-event reasons (a bit mask), sampled every 20 ms into tagged lists of tuples."""
+
+    def __init__(self, extra=()):
         self.tag, self.samples, self.stop = None, {}, False
-        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-lms", "20"],
+        self.fields = ["clocks.sm", "power.draw"] + list(extra)
+        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=" + ",".join(self.fields), "--format=csv,noheader,nounits", "-lms", "20"],
                                      stdout=subprocess.PIPE, text=True)
         threading.Thread(target=self.read, daemon=True).start()
 
@@ -43,10 +65,11 @@ class Sampler:
             if self.tag is None:
                 continue
             try:
-                mhz, watts = (float(x) for x in line.strip().split(","))
+                values = tuple(int(x, 16) if x.strip().startswith("0x") else float(x) for x in line.strip().split(","))
             except ValueError:
                 continue
-            self.samples.setdefault(self.tag, []).append((mhz, watts))
+            if len(values) == len(self.fields):
+                self.samples.setdefault(self.tag, []).append(values)
 
     def close(self):
         self.proc.terminate()
@@ -57,10 +80,14 @@ def main():
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--seconds", type=float, default=1.5, help="each case's timed span (after 0.5 s of the same calls)")
     p.add_argument("--duty", action="store_true", help="also wq's GEMM between copies of 0.25-4 GiB, and the copy alone")
+    p.add_argument("--long", type=float, default=0, help="instead: w1's GEMM back to back this many seconds, a row a second")
+    p.add_argument("--cool", type=float, default=20, help="with --long: seconds idle before 3 s more of the GEMM")
     a = p.parse_args()
     torch = import_torch_with_cuda("torch_gemm_clock_bench")
     if torch is None:
         return 3
+    if a.long > 0:
+        return long_run(torch, a)
     sampler = Sampler()
     copy_src = torch.empty(4 * 2**30 // 2, dtype=torch.bfloat16, device="cuda").normal_()
     copy_dst = torch.empty_like(copy_src)
@@ -125,6 +152,67 @@ def main():
     props = torch.cuda.get_device_properties(0)
     doc = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
            "what": "one bf16 torch.mm by operand magnitude and by what runs between calls, with the SM clock and power meanwhile",
+           "rows": rows}
+    write_atomic(a.output, json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+def long_run(torch, a):
+    """w1's GEMM back to back for a.long seconds, then idle a.cool seconds, then 3 s more: a row
+    per second of its median CUDA-event time with the clock, power, temperatures and reasons."""
+    extra = supported_extra_fields()
+    sampler = Sampler(extra)
+    m, n, k = SHAPES[0]
+    act_std, w_std = DATA["init_weights"]
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) * act_std
+    w = torch.randn(k, n, device="cuda", dtype=torch.bfloat16) * w_std
+    torch.mm(x, w)
+    torch.cuda.synchronize()
+    rows = []
+
+    def phase(name, seconds, t_offset):
+        start = time.perf_counter()
+        windows = {}
+        while (elapsed := time.perf_counter() - start) < seconds:
+            second = int(elapsed)
+            sampler.tag = (name, second)
+            evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(10)]
+            for b, e in evs:
+                b.record()
+                torch.mm(x, w)
+                e.record()
+            torch.cuda.synchronize()
+            windows.setdefault(second, []).extend(b.elapsed_time(e) * 1000.0 for b, e in evs)
+        sampler.tag = None
+        for second, spans in sorted(windows.items()):
+            samples = sampler.samples.get((name, second), [])
+            us = statistics.median(spans)
+            row = {"phase": name, "t_s": t_offset + second, "us": round(us, 2), "calls": len(spans),
+                   "tflops": round(2.0 * m * n * k / us / 1e6, 1), "samples": len(samples)}
+            for i, field in enumerate(sampler.fields):
+                values = [s[i] for s in samples]
+                if not values:
+                    continue
+                if field.startswith("clocks_"):  # a bit mask: every reason seen in the second
+                    mask = 0
+                    for v in values:
+                        mask |= int(v)
+                    row["clock_event_reasons"] = hex(mask)
+                else:
+                    key = {"clocks.sm": "sm_mhz", "power.draw": "power_w", "temperature.gpu": "gpu_temp_c",
+                           "temperature.memory": "memory_temp_c"}[field]
+                    row[key] = round(statistics.mean(values), 1)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+
+    phase("load", a.long, 0)
+    time.sleep(a.cool)
+    phase("after_idle", 3, int(a.long + a.cool))
+    sampler.close()
+    props = torch.cuda.get_device_properties(0)
+    doc = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
+           "what": (f"Llama 3 8B's w1 ({m}x{n}x{k}, bf16 torch.mm, freshly initialized weights) back to back for "
+                    f"{a.long:g} s, a row per second; then {a.cool:g} s idle and 3 s more"),
            "rows": rows}
     write_atomic(a.output, json.dumps(doc, indent=1) + "\n")
     return 0
