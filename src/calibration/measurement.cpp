@@ -101,7 +101,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
   else if (k != MeasurementKind::launch) keys.insert(keys.end(), {"timing", "clock"});  // a launch row is host to end; a scenario's, its makespan
-  if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop", "operands", "dims"});
+  if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop", "operands", "dims", "row"});
   if (k == MeasurementKind::attention)
     keys.insert(keys.end(), {"batch", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass", "implementation", "dtype", "tflops"});
   return keys;
@@ -162,7 +162,7 @@ ElementwiseOp parse_elementwise_kernel(const ObjectReader& r) {
   if (e.bytes_read + e.bytes_written <= 0) fail_at(r.path(), "moves no bytes: give bytes_read or bytes_written");
   const std::string loop = r.optional_string("loop").value_or("vectorized");
   const auto l = parse_element_loop(loop);
-  if (!l) fail_at(r.child_path("loop"), fmt::format("unknown loop \"{}\" (vectorized, cast, strided, index, scatter or cat)", loop));
+  if (!l) fail_at(r.child_path("loop"), fmt::format("unknown loop \"{}\" (vectorized, cast, strided, index, scatter, cat or row_reduction)", loop));
   e.loop = *l;
   if (r.has("elements")) {
     e.elements = r.positive_number("elements");
@@ -184,6 +184,13 @@ ElementwiseOp parse_elementwise_kernel(const ObjectReader& r) {
   } else {
     for (const char* key : {"operands", "dims"})
       if (r.has(key)) fail_at(r.child_path(key), fmt::format("only a strided loop is priced by its {}", key));
+  }
+  if (e.loop == ElementLoop::row_reduction) {
+    if (!r.has("row")) fail_at(r.child_path("row"), "missing: a row_reduction loop is priced per row (the elements each row holds)");
+    e.row = r.positive_number("row");
+    if (e.row > e.elements) fail_at(r.child_path("row"), fmt::format("a row of {:.6g} elements is longer than the kernel's {:.6g}", e.row, e.elements));
+  } else if (r.has("row")) {
+    fail_at(r.child_path("row"), "only a row_reduction loop is priced per row");
   }
   return e;
 }

@@ -13,13 +13,15 @@ std::string_view element_loop_name(ElementLoop l) {
     case ElementLoop::index: return "index";
     case ElementLoop::scatter: return "scatter";
     case ElementLoop::cat: return "cat";
+    case ElementLoop::row_reduction: return "row_reduction";
   }
   return "vectorized";
 }
 
 std::optional<ElementLoop> parse_element_loop(std::string_view s) {
   for (ElementLoop l :
-       {ElementLoop::vectorized, ElementLoop::cast, ElementLoop::strided, ElementLoop::index, ElementLoop::scatter, ElementLoop::cat})
+       {ElementLoop::vectorized, ElementLoop::cast, ElementLoop::strided, ElementLoop::index, ElementLoop::scatter, ElementLoop::cat,
+        ElementLoop::row_reduction})
     if (element_loop_name(l) == s) return l;
   return std::nullopt;
 }
@@ -54,6 +56,11 @@ double loop_sm_elements_per_ps(const LoopWork& w, const ElementwiseSpec& ew) {
     case ElementLoop::index: return ew.index_sm_elements_per_ps;
     case ElementLoop::scatter: return ew.scatter_sm_elements_per_ps;
     case ElementLoop::cat: return ew.cat_sm_elements_per_ps;
+    case ElementLoop::row_reduction: {
+      // Each element, and each row's share of its fixed cost: wide rows approach the element rate.
+      if (ew.row_reduction_sm_elements_per_ps <= 0 || w.row <= 0) return 0.0;
+      return 1.0 / (1.0 / ew.row_reduction_sm_elements_per_ps + static_cast<double>(ew.row_reduction_row_cost) / w.row);
+    }
   }
   return 0.0;
 }

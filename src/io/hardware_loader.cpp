@@ -458,7 +458,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
             "with a broadcast operand)");
   const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead",
                                                      "cast_sm_rate", "strided_operand_rate", "strided_wide_operand_rate", "strided_dimension_cost", "index_sm_rate",
-                                                     "scatter_sm_rate", "cat_sm_rate"});
+                                                     "scatter_sm_rate", "cat_sm_rate", "row_reduction_sm_rate", "row_reduction_row_cost"});
   const Quantities eq(ew);
   hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
   hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm", 1024);
@@ -472,6 +472,11 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   if (ew.has("index_sm_rate")) hw.elementwise.index_sm_elements_per_ps = eq.get("index_sm_rate", "throughput");
   if (ew.has("scatter_sm_rate")) hw.elementwise.scatter_sm_elements_per_ps = eq.get("scatter_sm_rate", "throughput");
   if (ew.has("cat_sm_rate")) hw.elementwise.cat_sm_elements_per_ps = eq.get("cat_sm_rate", "throughput");
+  // A row's fixed cost means nothing without the element rate, nor that rate without it.
+  if (ew.has("row_reduction_sm_rate") != ew.has("row_reduction_row_cost"))
+    fail_at(ew.path(), "needs both \"row_reduction_sm_rate\" and \"row_reduction_row_cost\", or neither");
+  if (ew.has("row_reduction_sm_rate")) hw.elementwise.row_reduction_sm_elements_per_ps = eq.get("row_reduction_sm_rate", "throughput");
+  if (ew.has("row_reduction_row_cost")) hw.elementwise.row_reduction_row_cost = eq.time("row_reduction_row_cost");
 
   const ObjectReader red = root.object("reduction", {"aten_sum", "triton"});
   for (ReductionKernel k : {ReductionKernel::aten_sum, ReductionKernel::triton}) {

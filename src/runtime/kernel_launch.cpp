@@ -88,7 +88,7 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
 void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest& req) {
   const ElementwisePlan plan = plan_elementwise(e.bytes_read + e.bytes_written, hw_);
   if (tl_.detailed) tl_.details[id] = fmt::format("{} blocks", plan.blocks);
-  streaming_kernel(plan, LoopWork{e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0, e.dims}, req);
+  streaming_kernel(plan, LoopWork{e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0, e.dims, e.row}, req);
 }
 
 void Machine::streaming_kernel(const ElementwisePlan& plan, const LoopWork& loop, KernelRequest& req) const {

@@ -149,9 +149,13 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
     if (fp8) {
       // A gathered input is cast on its shard when TP gathers it in fp8.
       const double elems = (l.reads_gathered_input() && tp > 1 && t.tp_fp8_all_gather ? rows : all_tokens) * in;
-      if (l.input != cast_input) ops.emplace_back("recompute." + l.name + ".cast_input", ElementwiseOp{cast_reads * elems * e, elems});
+      // Compiled rowwise casts reduce along the linear's input rows (amax is not on the list).
+      const auto cast = [&](double n) {
+        return t.fp8.rowwise() && t.compile ? compiled_row_cast(n, in, e, 1) : ElementwiseOp{cast_reads * n * e, n};
+      };
+      if (l.input != cast_input) ops.emplace_back("recompute." + l.name + ".cast_input", cast(elems));
       cast_input = l.input;
-      if (!t.weights_gathered_in_fp8()) ops.emplace_back("recompute." + l.name + ".cast_weight", ElementwiseOp{cast_reads * out * in * e, out * in});
+      if (!t.weights_gathered_in_fp8()) ops.emplace_back("recompute." + l.name + ".cast_weight", cast(out * in));
     }
     if (fusable_gather && l.reads_gathered_input()) {
       fused_outs[l.input].push_back(l.out);

@@ -63,6 +63,18 @@ NamedKernels aten_rope_kernels(double n, double sequences, double e, bool backwa
   return without_empty_kernels({{"type_as.grad", up}, {"complex_mul.grad", product}, {"float.grad", down}});
 }
 
+ElementwiseOp compiled_row_cast(double elems, double row, double from_bytes, double to_bytes) {
+  // torch/_inductor/choices.py, should_use_persistent_reduction: ReductionHint.INNER's threshold.
+  constexpr double kPersistentRow = 1024;
+  ElementwiseOp op{elems * from_bytes, elems * to_bytes + (row > 0 ? elems / row * kFp32 : 0)};
+  if (row > kPersistentRow) {
+    op.elements = elems;
+    op.loop = ElementLoop::row_reduction;
+    op.row = row;
+  }
+  return op;
+}
+
 NamedKernels compiled_rope_kernels(double n, double sequences, double e, bool backward) {
   // Inductor generates no code for complex operators (torch/_inductor/lowering.py falls back to
   // ATen for them): the complex product stays ATen's strided kernel between two generated

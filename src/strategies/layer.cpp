@@ -334,7 +334,8 @@ class LayerBuilder {
   // every GEMM casts its operands anew along its own contraction: forward x and W along their
   // rows (k); backward dy along its rows for the input gradient and W along its columns; for
   // the weight gradient dy and the bf16 input along their columns (the tokens). A cast along a
-  // tensor's rows finds each row's amax and scales it in one pass when compiled (two eager);
+  // tensor's rows finds each row's amax and scales it in one kernel when compiled (two eager;
+  // compiled_row_cast: Inductor's looped reduction reads wide rows twice, bound per SM);
   // one along its columns reduces across rows first, so it reads the tensor twice, and eager
   // code then copies the fp8 result into the layout _scaled_mm takes (torchao's
   // .t().contiguous().t()), which compiled code writes directly. Linears reading one input
@@ -362,9 +363,12 @@ class LayerBuilder {
         for (const RegionGemm& g : gemms) columns += nk(g);
         break;
     }
-    const double e = sh_.e, f = dtype_bytes(linear_dtype()), row_reads = sc_.workload.compile ? 1.0 : 2.0;
+    const double e = sh_.e, f = dtype_bytes(linear_dtype());
+    // Every tensor cast along its rows here has the GEMM's contraction as its row.
+    const ElementwiseOp row_cast = sc_.workload.compile ? compiled_row_cast(rows, static_cast<double>(gemms.front().whole.k), e, f)
+                                                        : ElementwiseOp{2 * rows * e, rows * f};
     for (int r : ranks_) {
-      if (rows > 0) dag_.add(r, kCompute, prefix_ + name + ".cast_rows", ElementwiseOp{row_reads * rows * e, rows * f});
+      if (rows > 0) dag_.add(r, kCompute, prefix_ + name + ".cast_rows", row_cast);
       if (columns <= 0) continue;
       dag_.add(r, kCompute, prefix_ + name + ".cast_columns", ElementwiseOp{2 * columns * e, columns * f});
       if (!sc_.workload.compile) dag_.add(r, kCompute, prefix_ + name + ".fp8_layout", ElementwiseOp{columns * f, columns * f});

@@ -412,7 +412,7 @@ TEST_CASE("An elementwise row gives its traffic, and its elements where ATen's l
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "strided", "operands": 2, "time_us": 1}])") ==
         "$.measurements[0].elements: missing: a strided loop is priced per element");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "loop": "unrolled", "elements": 2, "time_us": 1}])") ==
-        R"($.measurements[0].loop: unknown loop "unrolled" (vectorized, cast, strided, index, scatter or cat))");
+        R"($.measurements[0].loop: unknown loop "unrolled" (vectorized, cast, strided, index, scatter, cat or row_reduction))");
   CHECK(error_of(R"([{"kind": "elementwise", "time_us": 1}])") ==
         "$.measurements[0]: moves no bytes: give bytes_read or bytes_written");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 1e16, "time_us": 1}])") == "$.measurements[0].bytes_read: larger than a petabyte");
@@ -432,6 +432,20 @@ TEST_CASE("An elementwise row gives its traffic, and its elements where ATen's l
         "$.measurements[0].operands: a strided loop's operands: the output and its strided inputs, 2 to 16");
   CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "cast", "operands": 2, "time_us": 1}])") ==
         "$.measurements[0].operands: only a strided loop is priced by its operands");
+}
+
+TEST_CASE("A row reduction row gives its row length, no longer than its elements, and no other loop takes one", "[measurement]") {
+  const auto ms = parse(R"([{"kind": "elementwise", "bytes_read": 4e6, "bytes_written": 2e6, "elements": 2e6, "loop": "row_reduction",
+                             "row": 4096, "time_us": 5}])");
+  REQUIRE(ms.size() == 1);
+  CHECK(ms[0].elementwise.loop == ElementLoop::row_reduction);
+  CHECK(ms[0].elementwise.row == 4096);
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "row_reduction", "time_us": 1}])") ==
+        "$.measurements[0].row: missing: a row_reduction loop is priced per row (the elements each row holds)");
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "row_reduction", "row": 8, "time_us": 1}])") ==
+        "$.measurements[0].row: a row of 8 elements is longer than the kernel's 4");
+  CHECK(error_of(R"([{"kind": "elementwise", "bytes_read": 8, "elements": 4, "loop": "cast", "row": 2, "time_us": 1}])") ==
+        "$.measurements[0].row: only a row_reduction loop is priced per row");
 }
 
 TEST_CASE("An attention row names its kernel, and one the hardware gives no rates for is refused, not a crash", "[measurement]") {

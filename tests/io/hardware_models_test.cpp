@@ -140,6 +140,23 @@ TEST_CASE("A reduction kernel's rounds come with the loads a round holds, and ne
   CHECK(parse_hardware(none, "test").reduction.loads_per_round[static_cast<int>(ReductionKernel::aten_sum)] == 0);
 }
 
+TEST_CASE("A looped row reduction's element rate comes with its per-row cost, and neither alone", "[hardware]") {
+  const Json shipped = shipped_h100_json();
+  Json rate_only = shipped;
+  rate_only["elementwise"].erase("row_reduction_row_cost");
+  CHECK(error_of(rate_only) == "$.elementwise: needs both \"row_reduction_sm_rate\" and \"row_reduction_row_cost\", or neither");
+  Json seconds = shipped;
+  seconds["elementwise"]["row_reduction_row_cost"]["unit"] = "GB/s";
+  CHECK_THAT(error_of(seconds), Catch::Matchers::StartsWith("$.elementwise.row_reduction_row_cost.unit: unit \"GB/s\""));
+  Json none = shipped;
+  none["elementwise"].erase("row_reduction_row_cost");
+  none["elementwise"].erase("row_reduction_sm_rate");
+  CHECK(parse_hardware(none, "test").elementwise.row_reduction_sm_elements_per_ps == 0);
+  const HardwareSpec hw = parse_hardware(shipped, "test");
+  CHECK(hw.elementwise.row_reduction_row_cost == 240800);  // 240.8 ns
+  CHECK(hw.elementwise.row_reduction_sm_elements_per_ps == Approx(8.6e9 / 1e12));
+}
+
 TEST_CASE("A power section is checked: a limit in watts, the sustained draw and the law's exponent together", "[hardware][power]") {
   const Json shipped = shipped_h100_json();
   Json no_exponent = shipped;

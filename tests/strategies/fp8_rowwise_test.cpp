@@ -48,7 +48,11 @@ TEST_CASE("Rowwise forward casts x and the weights along their rows: one read co
     const Dag d = build_layer_dag(layer(true, compile, "forward"), "baseline");
     const ElementwiseOp& cast = pass_of(d, "attention.qkv.cast_rows");
     CHECK(cast.bytes_read == Approx((compile ? 1 : 2) * rows * kBf16).epsilon(1e-12));
-    CHECK(cast.bytes_written == Approx(rows).epsilon(1e-12));  // one fp8 byte each
+    // One fp8 byte each; compiled, one fp32 scale a row of kH as well.
+    CHECK(cast.bytes_written == Approx(rows + (compile ? rows / kH * 4 : 0)).epsilon(1e-12));
+    // Rows of 8,192: Inductor's looped reduction, priced per element and per row.
+    CHECK(cast.loop == (compile ? ElementLoop::row_reduction : ElementLoop::vectorized));
+    if (compile) CHECK(cast.row == kH);
   }
   const Dag compiled = build_layer_dag(layer(true, true, "forward"), "baseline");
   CHECK(find_op(compiled, "attention.qkv.cast_columns") == nullptr);

@@ -20,8 +20,13 @@ namespace tpsim {
 // index where the vectorized row gather does not apply), `scatter` (ScatterGatherKernel.cu's
 // _scatter_gather_elementwise_kernel: scatter_add_ and scatter, an atomic add per element for
 // the former) and `cat` (Shape.cu's CatArrayBatchedCopy over inputs that are not contiguous:
-// split views). All but `vectorized` are bound by instructions per element.
-enum class ElementLoop { vectorized, cast, strided, index, scatter, cat };
+// split views). `row_reduction`: a reduction over each row that Inductor writes as a looped
+// Triton kernel (rows wider than its persistent threshold, 1,024 elements: choices.py's
+// should_use_persistent_reduction), such as a compiled rowwise fp8 cast, which loops over the
+// row for its amax, then again to scale and cast it: besides its elements, each row costs its
+// SM a fixed time (the reduction across the block, the scale, the second loop's start).
+// All but `vectorized` are bound by instructions per element.
+enum class ElementLoop { vectorized, cast, strided, index, scatter, cat, row_reduction };
 std::string_view element_loop_name(ElementLoop l);
 std::optional<ElementLoop> parse_element_loop(std::string_view s);
 
@@ -42,6 +47,7 @@ struct LoopWork {
   int operands = 0;
   double output_element_bytes = 0;
   int dims = 2;  // the strided loop's dimensions after merging
+  double row = 0;  // a row reduction's row: the elements each of its rows holds
 };
 // Elements one SM puts through the loop per ps; 0: streams (vectorized, or a loop with no rate).
 double loop_sm_elements_per_ps(const LoopWork& w, const ElementwiseSpec& ew);

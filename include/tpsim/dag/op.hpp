@@ -59,6 +59,7 @@ struct ElementwiseOp {  // memory-bound SM kernel (local copy, reduction)
   // per-row operand 2; repeat_kv's expand 3).
   int operands = 0;
   int dims = 2;
+  double row = 0;  // a `row_reduction` loop's row length in elements
   // A copy that only lays a tensor out for the next op (PyTorch's chunk + cat around a TP
   // collective, a fused op's flatten): timed as any copy, reported as its own kind.
   bool layout_copy = false;

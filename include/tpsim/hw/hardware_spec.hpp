@@ -303,6 +303,10 @@ struct ElementwiseSpec {
   double strided_sm_operands_per_ps = 0, strided_wide_sm_operands_per_ps = 0;
   double strided_dimension_cost = 0;  // an offset's extra cost per dimension past two, as a fraction of a 2-D one
   double index_sm_elements_per_ps = 0, scatter_sm_elements_per_ps = 0, cat_sm_elements_per_ps = 0;
+  // Inductor's looped row reductions (ElementLoop row_reduction): elements one SM puts through
+  // per ps, and the time each row costs its SM besides. 0: they stream.
+  double row_reduction_sm_elements_per_ps = 0;
+  Tick row_reduction_row_cost = 0;
 };
 
 // The kernels that may end a decomposed reduce-scatter (a software choice: see

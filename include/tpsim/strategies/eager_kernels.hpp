@@ -37,6 +37,13 @@ NamedKernels without_empty_kernels(NamedKernels k);
 // down-cast to a 16-bit dtype has its own vectorized kernel (Copy.cu), as a same-dtype copy.
 ElementwiseOp aten_convert(double elems, double from_bytes, double to_bytes);
 
+// A compiled rowwise fp8 cast of `elems` elements along rows of `row` (torchao's axiswise
+// scaling: each row's amax, a scale, the saturated cast) from `from_bytes` to `to_bytes`, one
+// Inductor reduction kernel: persistent (a row in registers, streaming at HBM's rate) up to
+// Inductor's threshold for inner reductions, 1,024 elements; looped beyond it, bound by the
+// SM's instructions per element and per row (ElementLoop::row_reduction). Its scales are fp32.
+ElementwiseOp compiled_row_cast(double elems, double row, double from_bytes, double to_bytes);
+
 // `elems`: the normalized tensor's elements; `rows`: its rows (tokens).
 NamedKernels aten_rmsnorm_kernels(double elems, double rows, double e, bool backward);
 // `elems`: the elements of Q, or of K (one rank's heads), over `sequences` sequences; each is
