@@ -65,6 +65,8 @@ NamedKernels aten_rope_kernels(double n, double sequences, double e, bool backwa
 
 ElementwiseOp compiled_row_cast(double elems, double row, double from_bytes, double to_bytes) {
   // torch/_inductor/choices.py, should_use_persistent_reduction: ReductionHint.INNER's threshold.
+  // The looped kernel's second read of a row finds it in L2 (its first loads evict_last): HBM
+  // sees the input once either way.
   constexpr double kPersistentRow = 1024;
   ElementwiseOp op{elems * from_bytes, elems * to_bytes + (row > 0 ? elems / row * kFp32 : 0)};
   if (row > kPersistentRow) {

@@ -145,9 +145,9 @@ TEST_CASE("A looped row reduction's element rate comes with its per-row cost, an
   Json rate_only = shipped;
   rate_only["elementwise"].erase("row_reduction_row_cost");
   CHECK(error_of(rate_only) == "$.elementwise: needs both \"row_reduction_sm_rate\" and \"row_reduction_row_cost\", or neither");
-  Json seconds = shipped;
-  seconds["elementwise"]["row_reduction_row_cost"]["unit"] = "GB/s";
-  CHECK_THAT(error_of(seconds), Catch::Matchers::StartsWith("$.elementwise.row_reduction_row_cost.unit: unit \"GB/s\""));
+  Json bandwidth = shipped;  // a cost per row is a time
+  bandwidth["elementwise"]["row_reduction_row_cost"]["unit"] = "GB/s";
+  CHECK_THAT(error_of(bandwidth), Catch::Matchers::StartsWith("$.elementwise.row_reduction_row_cost.unit: unit \"GB/s\""));
   Json none = shipped;
   none["elementwise"].erase("row_reduction_row_cost");
   none["elementwise"].erase("row_reduction_sm_rate");
