@@ -16,7 +16,8 @@ operand and one per column of the second. This times, for the TP-8 shards of Lla
              torch.compile, each kernel's time and the bytes the cast must move at least.
 
 Writes, atomically, after every part:
-  -o FILE        a tpsim measurement file (kind gemm; "scaling" and "fast_accumulation" on fp8 rows)
+  -o FILE        a tpsim measurement file (kind gemm; "scaling" and "fast_accumulation" on fp8 rows;
+                 and the compiled row casts as elementwise rows, "loop": "row_reduction" where looped)
   --casts FILE   the cast rows: per variant its kernels (name, median us) and the bytes it must move
 
     python3 tools/torch_fp8_linear_bench.py --hardware h100_sxm -o fp8_linears.json --casts fp8_casts.json
@@ -25,6 +26,7 @@ Needs PyTorch with CUDA and one GPU; exits 3 with one line when there is none.
 """
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -156,6 +158,26 @@ def casts(torch):
     return (("rowwise_rows", rows), ("rowwise_columns", columns), ("tensorwise", tensor))
 
 
+def row_cast_measurement(entry, gpu, torch_version, casts_file):
+    """A compiled row cast as a tpsim elementwise row, or None for any other cast: Inductor's one
+    reduction kernel, looped (triton_red_..., priced per element and per row) or persistent
+    (triton_per_..., a row in registers: streamed). Bytes: the bf16 input once, the fp8 output
+    and one fp32 scale a row."""
+    if entry.get("cast") != "rowwise_rows" or entry.get("mode") != "compiled" or len(entry.get("kernels", [])) != 1:
+        return None
+    m, k, kernel = entry["m"], entry["k"], entry["kernels"][0]
+    looped = kernel["name"].startswith("triton_red_")
+    row = {"kind": "elementwise", "name": f"compiled rowwise fp8 cast along rows, bf16 {m} x {k}",
+           "bytes_read": 2 * m * k, "bytes_written": m * k + 4 * m, "elements": m * k,
+           "loop": "row_reduction" if looped else "vectorized"}
+    if looped:
+        row["row"] = k
+    row["source"] = (f"models/measurements/fp8_casts/{casts_file} ({gpu}, torch {torch_version}): torch.compile of torchao's "
+                     "rowwise cast (amax of |x| along each row, a float32 power-of-2 scale, x * scale saturated to e4m3), "
+                     "one Triton kernel a call, CUPTI kernel time, median of the repeats")
+    return row | {"time_us": kernel["median_us"], "kernel": kernel["name"]}
+
+
 def cast_part(b, torch, args, tokens, results, save):
     shapes = [(m, int(k)) for m in tokens for k in args.cast_widths.split(",")]
     if args.quick:
@@ -181,6 +203,9 @@ def cast_part(b, torch, args, tokens, results, save):
                     entry["total_us"] = round(sum(e["median_us"] * e["per_call"] for e in entry["kernels"]), 3)
                     entry["gbps_at_least"] = round((at_least["read"] + at_least["written"]) / entry["total_us"] / 1e3, 1)
                     print(f"  cast {name} {mode} {m}x{k}: {entry['total_us']:.1f} us in {len(entry['kernels'])} kernels", flush=True)
+                    row = row_cast_measurement(entry, torch.cuda.get_device_name(), torch.__version__, os.path.basename(args.casts))
+                    if row:
+                        b.rows.append(row)
                 except Exception as e:
                     entry["error"] = str(e)[:300]
                     print(f"  FAILED cast {name} {mode} {m}x{k}: {str(e)[:200]}", flush=True)
