@@ -17,7 +17,8 @@ operand and one per column of the second. This times, for the TP-8 shards of Lla
 
 Writes, atomically, after every part:
   -o FILE        a tpsim measurement file (kind gemm; "scaling" and "fast_accumulation" on fp8 rows;
-                 and the compiled row casts as elementwise rows, "loop": "row_reduction" where looped)
+                 and the compiled row and tensor-wise casts' kernels as elementwise rows, "loop":
+                 "row_reduction" where looped)
   --casts FILE   the cast rows: per variant its kernels (name, median us) and the bytes it must move
 
     python3 tools/torch_fp8_linear_bench.py --hardware h100_sxm -o fp8_linears.json --casts fp8_casts.json
@@ -158,24 +159,49 @@ def casts(torch):
     return (("rowwise_rows", rows), ("rowwise_columns", columns), ("tensorwise", tensor))
 
 
-def row_cast_measurement(entry, gpu, torch_version, casts_file):
-    """A compiled row cast as a tpsim elementwise row, or None for any other cast: Inductor's one
-    reduction kernel, looped (triton_red_..., priced per element and per row) or persistent
-    (triton_per_..., a row in registers: streamed). Bytes: the bf16 input once, the fp8 output
-    and one fp32 scale a row."""
-    if entry.get("cast") != "rowwise_rows" or entry.get("mode") != "compiled" or len(entry.get("kernels", [])) != 1:
-        return None
-    m, k, kernel = entry["m"], entry["k"], entry["kernels"][0]
-    looped = kernel["name"].startswith("triton_red_")
-    row = {"kind": "elementwise", "name": f"compiled rowwise fp8 cast along rows, bf16 {m} x {k}",
-           "bytes_read": 2 * m * k, "bytes_written": m * k + 4 * m, "elements": m * k,
-           "loop": "row_reduction" if looped else "vectorized"}
-    if looped:
-        row["row"] = k
-    row["source"] = (f"models/measurements/fp8_casts/{casts_file} ({gpu}, torch {torch_version}): torch.compile of torchao's "
-                     "rowwise cast (amax of |x| along each row, a float32 power-of-2 scale, x * scale saturated to e4m3), "
-                     "one Triton kernel a call, CUPTI kernel time, median of the repeats")
-    return row | {"time_us": kernel["median_us"], "kernel": kernel["name"]}
+def cast_measurements(entry, gpu, torch_version, casts_file):
+    """A compiled cast's kernels as tpsim elementwise rows ([] for the others).
+
+    Row cast: Inductor's one reduction kernel, looped (triton_red_..., priced per element and
+    per row) or persistent (triton_per_..., a row in registers: streamed). Bytes: the bf16
+    input once, the fp8 output and one fp32 scale a row.
+    Tensor-wise cast: Inductor's three kernels, of which two move the tensor: the amax
+    reduction (triton_red_..._abs_max: reads it, writes its partial maxima, a few bytes: 4 here)
+    and the cast
+    (triton_poi_...: reads it again, writes fp8); the one between turns the maxima into the
+    scale (a few bytes; left out)."""
+    if entry.get("mode") != "compiled":
+        return []
+    m, k, kernels = entry["m"], entry["k"], entry.get("kernels", [])
+    src = (f"models/measurements/fp8_casts/{casts_file} ({gpu}, torch {torch_version}): torch.compile of torchao's "
+           "{what}, CUPTI kernel time, median of the repeats")
+    if entry.get("cast") == "rowwise_rows" and len(kernels) == 1:
+        kernel = kernels[0]
+        looped = kernel["name"].startswith("triton_red_")
+        row = {"kind": "elementwise", "name": f"compiled rowwise fp8 cast along rows, bf16 {m} x {k}",
+               "bytes_read": 2 * m * k, "bytes_written": m * k + 4 * m, "elements": m * k,
+               "loop": "row_reduction" if looped else "vectorized"}
+        if looped:
+            row["row"] = k
+        row["source"] = src.format(what="rowwise cast (amax of |x| along each row, a float32 power-of-2 scale, "
+                                        "x * scale saturated to e4m3), one Triton kernel a call")
+        return [row | {"time_us": kernel["median_us"], "kernel": kernel["name"]}]
+    if entry.get("cast") != "tensorwise" or len(kernels) != 3:
+        return []
+    amax = [kr for kr in kernels if kr["name"].startswith("triton_red_fused_abs_max")]
+    cast = [kr for kr in kernels if kr["name"].startswith("triton_poi_")]
+    if len(amax) != 1 or len(cast) != 1:
+        return []
+    what = ("tensor-wise cast (amax of |x| over the tensor, a float32 scale, x * scale saturated to e4m3), "
+            "the {part} of its three Triton kernels a call")
+    return [{"kind": "elementwise", "name": f"compiled tensor-wise fp8 cast's amax, bf16 {m} x {k}",
+             "bytes_read": 2 * m * k, "bytes_written": 4, "elements": m * k, "loop": "vectorized",
+             "source": src.format(what=what.format(part="first (the amax reduction)")),
+             "time_us": amax[0]["median_us"], "kernel": amax[0]["name"]},
+            {"kind": "elementwise", "name": f"compiled tensor-wise fp8 cast's cast, bf16 {m} x {k}",
+             "bytes_read": 2 * m * k, "bytes_written": m * k, "elements": m * k, "loop": "vectorized",
+             "source": src.format(what=what.format(part="third (the scaled cast)")),
+             "time_us": cast[0]["median_us"], "kernel": cast[0]["name"]}]
 
 
 def cast_part(b, torch, args, tokens, results, save):
@@ -203,9 +229,7 @@ def cast_part(b, torch, args, tokens, results, save):
                     entry["total_us"] = round(sum(e["median_us"] * e["per_call"] for e in entry["kernels"]), 3)
                     entry["gbps_at_least"] = round((at_least["read"] + at_least["written"]) / entry["total_us"] / 1e3, 1)
                     print(f"  cast {name} {mode} {m}x{k}: {entry['total_us']:.1f} us in {len(entry['kernels'])} kernels", flush=True)
-                    row = row_cast_measurement(entry, torch.cuda.get_device_name(), torch.__version__, os.path.basename(args.casts))
-                    if row:
-                        b.rows.append(row)
+                    b.rows += cast_measurements(entry, torch.cuda.get_device_name(), torch.__version__, os.path.basename(args.casts))
                 except Exception as e:
                     entry["error"] = str(e)[:300]
                     print(f"  FAILED cast {name} {mode} {m}x{k}: {str(e)[:200]}", flush=True)

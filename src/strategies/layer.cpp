@@ -211,11 +211,7 @@ class LayerBuilder {
   // all-gather, with a tensor-wide scale: its amax is all-reduced over the TP group first.
   void gather(const std::string& name, std::int64_t shard_elems, std::vector<RegionGemm> gemms, Role role = Role::forward) {
     const bool fp8 = gathers_in_linear_dtype();
-    if (fp8) {
-      const int group = dag_.new_group(pg_);
-      for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".amax_all_reduce", CollectiveOp{CollectiveKind::all_reduce, 4, group});
-    }
-    cast_operands(name, gemms, role, fp8 ? static_cast<double>(shard_elems) : -1);
+    cast_operands(name, gemms, role, fp8 ? static_cast<double>(shard_elems) : -1, fp8);
     Region region = make_region(name, static_cast<double>(shard_elems) * gathered_element_bytes(), std::move(gemms), role);
     region.copy_into_place = dtensor_layout();  // read by NCCL's builder only
     if (!pattern_matched()) {
@@ -311,24 +307,44 @@ class LayerBuilder {
   // Linears in a narrower dtype than the activations (fp8 training, torchao dynamic
   // scaling): each GEMM operand is scaled by its absolute maximum and cast before the
   // GEMM. Tensorwise: the shared input once, each weight (or gradient) once, but no weight that FSDP's
-  // fp8 all-gather already cast. Eager runs the amax reduction and the cast as two passes
-  // over the bf16 tensor; compiled code fuses them. The reduce-scatters stay in the activation
+  // fp8 all-gather already cast. A tensor-wise cast reads the bf16 tensor twice: once for
+  // its amax, once to cast it, since every element's cast needs the whole tensor's maximum.
+  // Eager code is charged both in one kernel here; compiled code runs Inductor's three kernels
+  // (an amax reduction, a tiny one for the scale, the cast: fp8_casts/ in the measurements),
+  // charged as the amax pass and the cast (the tiny one, 1-2 us, not). The reduce-scatters stay in the activation
   // dtype. A weight gradient on a kept gathered input is charged the same cast (torchao
   // re-lays the kept fp8 input out for it: a pass of its own, priced here as a cast).
   // `shared_elems`: the shared operand's elements where it is cast before it is gathered
-  // (its shard); otherwise (< 0) the whole GEMM's. Rowwise: rowwise_casts.
-  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms, Role role, double shared_elems = -1) {
+  // (its shard); otherwise (< 0) the whole GEMM's. `amax_over_tp`: the amax is all-reduced
+  // over the TP group before the cast (a shard cast for an fp8 all-gather, whose scale must be
+  // the gathered tensor's). Rowwise: rowwise_casts.
+  void cast_operands(const std::string& name, const std::vector<RegionGemm>& gemms, Role role, double shared_elems = -1,
+                     bool amax_over_tp = false) {
     if (linear_dtype() == sc_.dtype || gemms.empty()) return;
-    if (sc_.workload.fp8.rowwise()) return rowwise_casts(name, gemms, role);
+    const auto amax_all_reduce = [&] {
+      if (!amax_over_tp) return;
+      const int group = dag_.new_group(pg_);
+      for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".amax_all_reduce", CollectiveOp{CollectiveKind::all_reduce, 4, group});
+    };
+    if (sc_.workload.fp8.rowwise()) {
+      amax_all_reduce();
+      return rowwise_casts(name, gemms, role);
+    }
     double elems = shared_elems >= 0 ? shared_elems : static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
     for (std::size_t i = 0; i < gemms.size(); ++i) {
       const bool weight = role == Role::forward || role == Role::input_gradient || (role == Role::output_gradient && i == 0);
       if (weight && sc_.workload.weights_in_linear_dtype) continue;
       elems += static_cast<double>(gemms[i].whole.n) * static_cast<double>(gemms[i].whole.k);
     }
-    const double passes = sc_.workload.compile ? 1.0 : 2.0;
-    for (int r : ranks_)
-      dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{passes * elems * sh_.e, elems * dtype_bytes(linear_dtype())});
+    const ElementwiseOp cast{elems * sh_.e, elems * dtype_bytes(linear_dtype())};
+    if (!sc_.workload.compile) {
+      amax_all_reduce();
+      for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{2 * cast.bytes_read, cast.bytes_written});
+      return;
+    }
+    for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast.amax", ElementwiseOp{cast.bytes_read, 4});  // writes a few bytes of maxima
+    amax_all_reduce();
+    for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast", cast);
   }
   // Rowwise scaling (torchao float8_linear.py, matmul_with_hp_or_float8_args, axiswise casts):
   // every GEMM casts its operands anew along its own contraction: forward x and W along their

@@ -161,10 +161,15 @@ TEST_CASE("fp8 linears run their GEMMs faster and pay for the casts they add", "
   CHECK(fp8.runs[0].costs.forward < bf16.runs[0].costs.forward);
   // Attention, norms and communication stay: far from the 2x of the GEMMs alone.
   CHECK(fp8.runs[0].costs.forward > 0.5 * bf16.runs[0].costs.forward);
-  // Fusing the amax pass into the cast halves the cast traffic: fp8 gains more under compile.
+  // Compiled, a tensor-wise cast still reads its input twice (its amax, then the cast): fp8
+  // gains under compile too, and by about what it gains eager (one kernel's start-up more a
+  // cast, and compile's fusions elsewhere, apart).
   const StepResult fused = run(step(64, "llama3_70b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8", "compile": true)"));
   const StepResult compiled = run(step(64, "llama3_70b", R"("fsdp": 8, "tp": 8)", R"("compile": true)"));
-  CHECK(fused.runs[0].costs.forward - compiled.runs[0].costs.forward < fp8.runs[0].costs.forward - bf16.runs[0].costs.forward);
+  const double gain_compiled = static_cast<double>(compiled.runs[0].costs.forward - fused.runs[0].costs.forward);
+  const double gain_eager = static_cast<double>(bf16.runs[0].costs.forward - fp8.runs[0].costs.forward);
+  CHECK(gain_compiled > 0);
+  CHECK(gain_compiled == Approx(gain_eager).epsilon(0.02));
   // A100 has no fp8 math.
   CHECK(test::scenario_error(step(64, "llama3_8b", R"("fsdp": 8, "tp": 8)", R"("linear_dtype": "fp8")", R"("baseline")", "a100_sxm"))
             .find("$.workload.linear_dtype") != std::string::npos);

@@ -10,11 +10,22 @@ using namespace tpsim::test;
 
 namespace {
 
-Scenario layer(bool fp8_linears, bool fp8_gathers, const std::string& pass = "forward_backward") {
+Scenario layer(bool fp8_linears, bool fp8_gathers, const std::string& pass = "forward_backward", bool compile = false) {
   Scenario s = llama3_70b_tp8_layer(pass);
   if (fp8_linears) s.workload.linear_dtype = Dtype::fp8;
   s.workload.tp_gathers_in_linear_dtype = fp8_gathers;
+  s.workload.compile = compile;
   return s;
+}
+
+// Position of `name` in rank 0's program (-1 when absent).
+int position(const Dag& dag, const std::string& name) {
+  int i = 0;
+  for (OpId id : dag.program(0)) {
+    if (dag.op(id).name == name) return i;
+    ++i;
+  }
+  return -1;
 }
 
 
@@ -72,5 +83,26 @@ TEST_CASE("fp8 TP all-gathers shorten the layer for both the baseline and async 
     const Tick bf16 = analyze(build_layer_dag(layer(true, false, "forward"), v), execute(build_layer_dag(layer(true, false, "forward"), v), h100())).makespan;
     const Dag d = build_layer_dag(layer(true, true, "forward"), v);
     CHECK(analyze(d, execute(d, h100())).makespan < bf16);
+  }
+}
+
+TEST_CASE("A compiled tensor-wise cast reads its input twice, as eager: an amax kernel, then the cast", "[strategies][fp8]") {
+  // Every element's cast needs the whole tensor's amax, so no kernel can do both in one read
+  // (Inductor's three kernels in the measurements); compiling moves no bytes, it splits them.
+  for (bool fp8_gathers : {false, true}) {
+    const Dag eager = build_layer_dag(layer(true, fp8_gathers), "baseline");
+    const Dag compiled = build_layer_dag(layer(true, fp8_gathers, "forward_backward", true), "baseline");
+    for (const char* region : {"attention.qkv", "ffn.w13", "ffn.w2"}) {
+      const std::string cast = std::string(region) + ".cast";
+      CHECK(cast_read(compiled, cast + ".amax") + cast_read(compiled, cast) == Approx(cast_read(eager, cast)).epsilon(1e-12));
+      CHECK(cast_read(compiled, cast + ".amax") == Approx(cast_read(compiled, cast)).epsilon(1e-12));
+      CHECK(find_op(eager, cast + ".amax") == nullptr);
+      // The amax comes first; a shard cast for an fp8 all-gather waits for its all-reduce between.
+      CHECK(position(compiled, cast + ".amax") < position(compiled, cast));
+      if (fp8_gathers && std::string(region) != "ffn.w2") {
+        CHECK(position(compiled, cast + ".amax") < position(compiled, std::string(region) + ".amax_all_reduce"));
+        CHECK(position(compiled, std::string(region) + ".amax_all_reduce") < position(compiled, cast));
+      }
+    }
   }
 }

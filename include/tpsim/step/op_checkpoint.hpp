@@ -14,8 +14,12 @@
 // ahead of the layer's backward: the norms, residual adds, SiLU*mul, RoPE, token permutations,
 // TP's all-gathers and the recomputed linears. fp8 linears count alike: torchao's
 // Float8Linear calls torch.mm on Float8Tensors (float8/float8_linear.py), so the policy's
-// dispatch mode sees aten.mm before the tensor subclass turns it into _scaled_mm; a
-// recomputed fp8 linear casts its operands again, one pass each (the amaxes are kept).
+// dispatch mode sees aten.mm before the tensor subclass turns it into _scaled_mm (PyTorch's
+// Note [__torch_dispatch__ dispatching order], torch/csrc/utils/python_arg_parser.cpp: user
+// modes before user subclasses, under torch.compile too), and compiled, the policy's tag goes
+// to every graph node the op makes, the _scaled_mm among them (_CachingTorchDispatchMode,
+// torch/utils/checkpoint.py); a recomputed fp8 linear casts its operands again, one pass
+// each (the amaxes are kept).
 #include <cstdint>
 #include <functional>
 #include <string>
