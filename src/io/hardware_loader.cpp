@@ -9,86 +9,17 @@
 
 #include <fmt/format.h>
 
-#include "tpsim/cost/reduction_cost.hpp"
+#include "hardware_quantities.hpp"
 #include "tpsim/io/install_paths.hpp"
 #include "tpsim/io/relative_path.hpp"
 
 namespace tpsim {
 
+using hardware_file::Quantities;
+
 namespace {
 
 namespace fs = std::filesystem;
-
-// Conversion factors into simulator units, per dimension.
-const std::map<std::string, std::map<std::string, double>>& unit_table() {
-  static const std::map<std::string, std::map<std::string, double>> table = {
-      {"count", {{"count", 1.0}}},
-      {"fraction", {{"fraction", 1.0}}},
-      {"bytes", {{"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"MB", 1e6}, {"GiB", 1073741824.0}, {"GB", 1e9}}},
-      {"ratio", {{"ratio", 1.0}}},
-      {"time", {{"ns", 1e3}, {"us", 1e6}}},                          // -> ps
-      {"bandwidth", {{"GB/s", 1e9 / 1e12}, {"TB/s", 1e12 / 1e12}}},  // -> bytes/ps
-      {"flops", {{"TFLOP/s", 1e12 / 1e12}}},                         // -> FLOP/ps
-      {"throughput", {{"Gelem/s", 1e9 / 1e12}}},                     // -> elements/ps
-      {"power", {{"W", 1.0}}},
-  };
-  return table;
-}
-
-// Bounds in simulator units beyond which a value is a typo, not hardware: they keep
-// absurd inputs (1e-8 GB/s NVLink, 1e300 us overheads) from giving plausible nonsense.
-std::pair<double, double> physical_range(const std::string& dimension) {
-  if (dimension == "time") return {1.0, 1e12};             // 1 ps .. 1 s
-  if (dimension == "bandwidth") return {1e-4, 100.0};      // 0.1 GB/s .. 100 TB/s
-  if (dimension == "flops") return {0.1, 1e5};             // 0.1 .. 100000 TFLOP/s
-  if (dimension == "bytes") return {1.0, 1e12};
-  if (dimension == "fraction") return {1e-3, 1.0};
-  if (dimension == "throughput") return {1e-5, 10.0};      // 0.01 .. 10000 G elements/s (per SM)
-  if (dimension == "ratio") return {1.0, 64.0};
-  if (dimension == "power") return {10.0, 1e5};            // 10 W .. 100 kW (a board, not a rack)
-  return {1.0, 1e9};                                       // counts (each key has its own tighter limit)
-}
-
-class Quantities {
- public:
-  explicit Quantities(const ObjectReader& r) : r_(r) {}
-
-  double get(const std::string& key, const std::string& dimension) const {
-    const ObjectReader q = r_.object(key, {"value", "unit", "source"});
-    const Json& v = q.at("value");
-    if (!v.is_number()) fail_at(q.child_path("value"), fmt::format("must be a number, got {}", v.type_name()));
-    const double value = v.get<double>();
-    if (!std::isfinite(value) || value <= 0) fail_at(q.child_path("value"), fmt::format("must be positive, got {}", v.dump()));
-    const std::string unit = q.string("unit");
-    const auto& units = unit_table().at(dimension);
-    const auto it = units.find(unit);
-    if (it == units.end()) {
-      std::vector<std::string> names;
-      for (const auto& [name, f] : units) names.push_back(name);
-      fail_at(q.child_path("unit"), fmt::format("unit \"{}\" is not a {} unit (use one of: {})", unit, dimension, fmt::join(names, ", ")));
-    }
-    if (q.string("source").empty()) fail_at(q.child_path("source"), "must say where the number comes from");
-    if (dimension == "fraction" && value > 1.0) fail_at(q.child_path("value"), "a fraction must be at most 1");
-    const double converted = value * it->second;
-    const auto [lo, hi] = physical_range(dimension);
-    if (converted < lo || converted > hi)
-      fail_at(q.child_path("value"), fmt::format("{} {} is outside what any GPU system has ({:g} to {:g} {})", v.dump(), unit,
-                                                 lo / it->second, hi / it->second, unit));
-    return converted;
-  }
-  // A whole number up to `max`: counts size per-unit state (SMs, engines, channels), so they are bounded.
-  int count(const std::string& key, int max = 1 << 20) const {
-    const double v = get(key, "count");
-    if (v != std::floor(v)) fail_at(r_.child_path(key) + ".value", "must be a whole number");
-    if (v > max) fail_at(r_.child_path(key) + ".value", fmt::format("{:g} is more than the physical limit {}", v, max));
-    return static_cast<int>(v);
-  }
-  Tick time(const std::string& key) const { return static_cast<Tick>(std::llround(get(key, "time"))); }
-  int bytes(const std::string& key) const { return static_cast<int>(std::llround(get(key, "bytes"))); }
-
- private:
-  const ObjectReader& r_;
-};
 
 // sm.resident_clusters: {"value": [clusters of 1 CTA, of 2, ...], "unit": "count", "source": ...},
 // each a whole number of clusters whose CTAs fit the GPU's SMs.
@@ -450,53 +381,7 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   hw.barrier.latency = baq.time("latency");
   hw.barrier.block = {baq.count("threads"), baq.count("threads") * baq.count("registers_per_thread"), 0, 1};
 
-  // A key older files carry: say what took its place rather than guess at a near name.
-  if (root.has("elementwise") && root.at("elementwise").is_object() && root.at("elementwise").contains("strided_sm_rate"))
-    fail_at("$.elementwise.strided_sm_rate",
-            "replaced by strided_operand_rate (2-byte outputs) and strided_wide_operand_rate (wider ones): the legacy loop's rate per "
-            "operand and element, so a kernel of k operands puts rate / k elements through (about 3x the old value for a product "
-            "with a broadcast operand)");
-  const ObjectReader ew = root.object("elementwise", {"threads", "registers_per_thread", "blocks_per_sm", "block_overhead",
-                                                     "cast_sm_rate", "strided_operand_rate", "strided_wide_operand_rate", "strided_dimension_cost", "index_sm_rate",
-                                                     "scatter_sm_rate", "cat_sm_rate", "row_reduction_sm_rate", "row_reduction_row_cost"});
-  const Quantities eq(ew);
-  hw.elementwise.block = {eq.count("threads"), eq.count("threads") * eq.count("registers_per_thread"), 0, 1};
-  hw.elementwise.blocks_per_sm = eq.count("blocks_per_sm", 1024);
-  hw.elementwise.block_overhead = eq.time("block_overhead");
-  // Optional: where absent, ATen's unvectorized loops stream like vectorized ones.
-  if (ew.has("cast_sm_rate")) hw.elementwise.cast_sm_elements_per_ps = eq.get("cast_sm_rate", "throughput");
-  if (ew.has("strided_operand_rate")) hw.elementwise.strided_sm_operands_per_ps = eq.get("strided_operand_rate", "throughput");
-  if (ew.has("strided_wide_operand_rate"))
-    hw.elementwise.strided_wide_sm_operands_per_ps = eq.get("strided_wide_operand_rate", "throughput");
-  if (ew.has("strided_dimension_cost")) hw.elementwise.strided_dimension_cost = eq.get("strided_dimension_cost", "fraction");
-  if (ew.has("index_sm_rate")) hw.elementwise.index_sm_elements_per_ps = eq.get("index_sm_rate", "throughput");
-  if (ew.has("scatter_sm_rate")) hw.elementwise.scatter_sm_elements_per_ps = eq.get("scatter_sm_rate", "throughput");
-  if (ew.has("cat_sm_rate")) hw.elementwise.cat_sm_elements_per_ps = eq.get("cat_sm_rate", "throughput");
-  // A row's fixed cost means nothing without the element rate, nor that rate without it.
-  if (ew.has("row_reduction_sm_rate") != ew.has("row_reduction_row_cost"))
-    fail_at(ew.path(), "needs both \"row_reduction_sm_rate\" and \"row_reduction_row_cost\", or neither");
-  if (ew.has("row_reduction_sm_rate")) hw.elementwise.row_reduction_sm_elements_per_ps = eq.get("row_reduction_sm_rate", "throughput");
-  if (ew.has("row_reduction_row_cost")) hw.elementwise.row_reduction_row_cost = eq.time("row_reduction_row_cost");
-
-  const ObjectReader red = root.object("reduction", {"aten_sum", "triton"});
-  for (ReductionKernel k : {ReductionKernel::aten_sum, ReductionKernel::triton}) {
-    const std::string name(reduction_kernel_name(k));
-    const ObjectReader kernel =
-        red.object(name, {"sm_bandwidth", "sm_output_bandwidth", "sm_round_output_bandwidth", "loads_per_round", "block_overhead"});
-    hw.reduction.sm_bytes_per_ps[static_cast<int>(k)] = Quantities(kernel).get("sm_bandwidth", "bandwidth");
-    if (kernel.has("sm_output_bandwidth"))
-      hw.reduction.sm_output_bytes_per_ps[static_cast<int>(k)] = Quantities(kernel).get("sm_output_bandwidth", "bandwidth");
-    // A round's rate means nothing without the loads a round holds, nor those without the rate.
-    if (kernel.has("sm_round_output_bandwidth") != kernel.has("loads_per_round"))
-      fail_at(kernel.path(), "needs both \"sm_round_output_bandwidth\" and \"loads_per_round\", or neither");
-    if (kernel.has("loads_per_round")) {
-      hw.reduction.sm_round_output_bytes_per_ps[static_cast<int>(k)] =
-          Quantities(kernel).get("sm_round_output_bandwidth", "bandwidth");
-      hw.reduction.loads_per_round[static_cast<int>(k)] = Quantities(kernel).count("loads_per_round", 64);
-    }
-    hw.reduction.block_overhead[static_cast<int>(k)] =
-        kernel.has("block_overhead") ? Quantities(kernel).time("block_overhead") : hw.elementwise.block_overhead;
-  }
+  hardware_file::parse_memory_bound_kernels(root, hw);
 
   const ObjectReader at = root.object("attention", {"forward_efficiency", "backward_efficiency", "block_rows",
                                                     "flash2_forward_efficiency", "flash2_backward_efficiency",
