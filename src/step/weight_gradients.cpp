@@ -8,6 +8,7 @@
 #include "tpsim/step/expert_parallel.hpp"
 #include "tpsim/step/kernels_alone.hpp"
 #include "tpsim/step/op_checkpoint.hpp"
+#include "tpsim/strategies/eager_kernels.hpp"
 
 namespace tpsim {
 
@@ -20,6 +21,9 @@ Tick layer_weight_gradients(const TrainingStepSpec& t, const HardwareSpec& hw, D
     GemmProblem gemm{l.in, l.out, tokens, linear};
     gemm.scaled_mm = t.fp8.scaled_mm(linear, false);
     ops.emplace_back(l.name + ".backward_weight", GemmOp{gemm});
+    if (t.fp8.rescales_output(linear, false))
+      for (auto& [suffix, op] : rowwise_output_rescale(static_cast<double>(l.in), static_cast<double>(l.out), dtype_bytes(dtype), t.compile))
+        ops.emplace_back(l.name + ".backward_weight." + suffix, op);
   }
   if (moe) {
     // The router on this rank's sequence shard, and the busiest rank's experts: their weight

@@ -77,6 +77,12 @@ ElementwiseOp compiled_row_cast(double elems, double row, double from_bytes, dou
   return op;
 }
 
+NamedKernels rowwise_output_rescale(double m, double n, double e, bool compiled) {
+  const double out = m * n, scales = (m + n) * kFp32;
+  if (compiled) return {{"rescale", {out * e + scales, out * e}}};
+  return {{"rescale.scales", aten_strided(scales, out * kFp32, out, 3)}, {"rescale", aten_kernel(ElementLoop::cast, out * (e + kFp32), out * e, out)}};
+}
+
 NamedKernels compiled_rope_kernels(double n, double sequences, double e, bool backward) {
   // Inductor generates no code for complex operators (torch/_inductor/lowering.py falls back to
   // ATen for them): the complex product stays ATen's strided kernel between two generated

@@ -394,6 +394,9 @@ class LayerBuilder {
   Region make_region(const std::string& name, double bytes, std::vector<RegionGemm> gemms, Role role) const {
     Region r{prefix_ + name, pg_, linear_dtype(), bytes, std::move(gemms)};
     r.scaled_mm = sc_.workload.fp8.scaled_mm(linear_dtype(), role == Role::forward);
+    r.rescale_output = sc_.workload.fp8.rescales_output(linear_dtype(), role == Role::forward);
+    r.rescale_compiled = sc_.workload.compile;
+    r.output_bytes = sh_.e;
     return r;
   }
   // fp8 linears whose input TP gathers in the activations' dtype: casts read the gathered tensor.

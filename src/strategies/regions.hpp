@@ -55,6 +55,11 @@ struct Region {
   int emulated_group = 0;
   // How its fp8 GEMMs run torch._scaled_mm.
   GemmProblem::ScaledMm scaled_mm{};
+  // Each GEMM's output rescaled after it (torchao's rowwise GEMMs without fast accumulation:
+  // rowwise_output_rescale), in the activations' dtype of `output_bytes`, by generated code or eager.
+  bool rescale_output = false;
+  bool rescale_compiled = true;
+  double output_bytes = 2;
   GemmProblem problem(const GemmShape& g) const {
     GemmProblem p{g.m, g.n, g.k, dtype};
     p.scaled_mm = scaled_mm;

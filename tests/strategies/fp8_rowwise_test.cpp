@@ -116,7 +116,8 @@ TEST_CASE("torchao accumulates fast in the forward GEMMs alone, under either rec
         INFO(v << " " << op.name);
         const bool is_backward = op.name.find("backward") != std::string::npos;
         CHECK(gemm->problem.scaled_mm.fast_accumulation == !is_backward);
-        CHECK(gemm->problem.scaled_mm.rowwise_scales == rowwise);
+        // Rowwise gradients run tensor-wise with unit scales, then rescale their outputs (below).
+        CHECK(gemm->problem.scaled_mm.rowwise_scales == (rowwise && !is_backward));
         (is_backward ? backward : forward) += 1;
       }
       CHECK(forward > 0);
@@ -130,4 +131,38 @@ TEST_CASE("torchao accumulates fast in the forward GEMMs alone, under either rec
   const Op* gemm = find_op(bf16_dag, "attention.qkv.matmul.0");
   REQUIRE(gemm != nullptr);
   CHECK_FALSE(std::get<GemmOp>(gemm->payload).problem.scaled_mm.fast_accumulation);
+}
+
+TEST_CASE("Rowwise gradient GEMMs run cuBLAS's tensor-wise kernel, then rescale every output in one more pass", "[strategies][fp8]") {
+  // torchao/float8/float8_ops.py addmm_float8_unwrapped: without fast accumulation the rowwise
+  // GEMM runs with unit scales and `output *= a_inverse_scale * b_inverse_scale` follows.
+  for (const bool compile : {true, false}) {
+    const Dag d = build_layer_dag(layer(true, compile), "baseline");
+    int rescaled = 0;
+    for (OpId id : d.program(0)) {
+      const Op& op = d.op(id);
+      const auto* gemm = std::get_if<GemmOp>(&op.payload);
+      if (!gemm) continue;
+      INFO(op.name);
+      const bool backward = op.name.find("backward") != std::string::npos;
+      const Op* rescale = find_op(d, op.name + ".rescale");
+      CHECK((rescale != nullptr) == backward);
+      if (!backward) {
+        CHECK(gemm->problem.scaled_mm.aten_rowwise);
+        continue;
+      }
+      CHECK_FALSE(gemm->problem.scaled_mm.aten_rowwise);
+      // The pass reads the bf16 output and writes it back: the output's bytes both ways, plus
+      // the scale vectors (compiled) or the materialized fp32 product (eager).
+      const double out = static_cast<double>(gemm->problem.m) * static_cast<double>(gemm->problem.n) * kBf16;
+      const ElementwiseOp& pass = std::get<ElementwiseOp>(rescale->payload);
+      CHECK(pass.bytes_written == Approx(out).epsilon(1e-12));
+      CHECK(pass.bytes_read == Approx(compile ? out + (gemm->problem.m + gemm->problem.n) * 4.0 : 3 * out).epsilon(1e-12));
+      CHECK((find_op(d, op.name + ".rescale.scales") != nullptr) == !compile);
+      ++rescaled;
+    }
+    CHECK(rescaled > 0);
+  }
+  // Tensor-wise scales need no rescale.
+  CHECK(count_containing(build_layer_dag(layer(false, true), "baseline"), ".rescale") == 0);
 }

@@ -44,6 +44,13 @@ ElementwiseOp aten_convert(double elems, double from_bytes, double to_bytes);
 // SM's instructions per element and per row (ElementLoop::row_reduction). Its scales are fp32.
 ElementwiseOp compiled_row_cast(double elems, double row, double from_bytes, double to_bytes);
 
+// torchao's rescale of an [m, n] output of a rowwise fp8 GEMM run with unit scales
+// (Fp8Recipe::rescales_output): `output *= a_inverse_scale * b_inverse_scale`, [m, 1] times
+// [1, n] fp32. Compiled, one generated kernel reads the output and both scale vectors and writes
+// the output; eager, the outer product is materialized in fp32 (a broadcast, the legacy loop),
+// then multiplied into the `e`-byte output (mixed dtypes: the casting loop).
+NamedKernels rowwise_output_rescale(double m, double n, double e, bool compiled);
+
 // `elems`: the normalized tensor's elements; `rows`: its rows (tokens).
 NamedKernels aten_rmsnorm_kernels(double elems, double rows, double e, bool backward);
 // `elems`: the elements of Q, or of K (one rank's heads), over `sequences` sequences; each is

@@ -33,7 +33,7 @@ struct Workload {
   Pass pass = Pass::forward;
   int layers = 1;
   std::optional<Dtype> linear_dtype;  // GEMMs of the linears, when not the scenario's dtype (fp8 training)
-  bool compile = false;               // torch.compile: residual adds fused with the next norm, casts fused
+  bool compile = false;               // torch.compile: residual adds fused with the next norm, fp8 casts as Inductor generates them
   bool aten_elementwise = false;      // norms, RoPE and SiLU*mul as eager PyTorch's aten kernels (training steps' "elementwise")
   bool fused_norm = false;            // with it, the norms one fused kernel each way (training steps' "norm": "fused")
   bool aten_norm() const { return aten_elementwise && !fused_norm; }  // RMSNorm op by op

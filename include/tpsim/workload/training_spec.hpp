@@ -83,10 +83,18 @@ struct Fp8Recipe {
   bool rowwise() const { return scaling == Fp8Scaling::rowwise; }
   // Whether GEMMs of this dtype run ATen's rowwise kernel (fp8 linears under rowwise scaling).
   bool aten_gemm(Dtype linear) const { return linear == Dtype::fp8 && rowwise() && aten_rowwise_kernel; }
+  // Rowwise GEMMs without fast accumulation (the gradients') run on cuBLAS's tensor-wise kernel
+  // with unit scales, and each output is then multiplied by the outer product of the two
+  // operands' inverse scales ("The rowwise CUTLASS-based kernel is so slow without fast-accum
+  // that we'd rather use the tensorwise cuBLAS-based kernel and do the scaling manually
+  // afterwards": torchao/float8/float8_ops.py, addmm_float8_unwrapped, since torchao 6a177c9 of
+  // December 2024): a pass over every such output (rowwise_output_rescale).
+  bool rescales_output(Dtype linear, bool forward) const { return linear == Dtype::fp8 && rowwise() && !forward; }
   // How torch._scaled_mm runs torchao's Float8Linear GEMMs on linears of this dtype: their scales,
   // their kernel, and fast accumulation in the forward GEMM alone (Float8LinearConfig:
   // gemm_config_output use_fast_accum=True; grad_input's and grad_weight's off).
   GemmProblem::ScaledMm scaled_mm(Dtype linear, bool forward) const {
+    if (rescales_output(linear, forward)) return {};  // tensor-wise, unit scales, slow accumulation
     return {.rowwise_scales = linear == Dtype::fp8 && rowwise(), .aten_rowwise = aten_gemm(linear),
             .fast_accumulation = linear == Dtype::fp8 && forward};
   }
