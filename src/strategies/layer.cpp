@@ -312,8 +312,8 @@ class LayerBuilder {
   // Eager code is charged both in one kernel here; compiled code runs Inductor's three kernels
   // (an amax reduction, a tiny one for the scale, the cast: fp8_casts/ in the measurements),
   // charged as the amax pass and the cast (the tiny one, 1-2 us, not). The reduce-scatters stay in the activation
-  // dtype. A weight gradient on a kept gathered input is charged the same cast (torchao
-  // re-lays the kept fp8 input out for it: a pass of its own, priced here as a cast).
+  // dtype. A weight gradient's operands are charged a cast without its amax (torchao casts
+  // them again, in the layout the GEMM takes: a pass of its own).
   // `shared_elems`: the shared operand's elements where it is cast before it is gathered
   // (its shard); otherwise (< 0) the whole GEMM's. `amax_over_tp`: the amax is all-reduced
   // over the TP group before the cast (a shard cast for an fp8 all-gather, whose scale must be
@@ -330,11 +330,18 @@ class LayerBuilder {
       amax_all_reduce();
       return rowwise_casts(name, gemms, role);
     }
-    double elems = shared_elems >= 0 ? shared_elems : static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
+    // `fresh`: the elements whose amax this cast finds. A weight gradient's operands (the
+    // output gradient, the layer's input) were cast for the input gradient or the forward
+    // already: compiled code (AOTAutograd's CSE over the joint graph) knows their amaxes and
+    // only casts them again into the layout the GEMM takes.
+    const double shared = shared_elems >= 0 ? shared_elems : static_cast<double>(gemms.front().whole.m) * static_cast<double>(gemms.front().whole.k);
+    double elems = shared, fresh = role == Role::weight_gradient ? 0 : shared;
     for (std::size_t i = 0; i < gemms.size(); ++i) {
       const bool weight = role == Role::forward || role == Role::input_gradient || (role == Role::output_gradient && i == 0);
       if (weight && sc_.workload.weights_in_linear_dtype) continue;
-      elems += static_cast<double>(gemms[i].whole.n) * static_cast<double>(gemms[i].whole.k);
+      const double operand = static_cast<double>(gemms[i].whole.n) * static_cast<double>(gemms[i].whole.k);
+      elems += operand;
+      if (weight) fresh += operand;
     }
     const ElementwiseOp cast{elems * sh_.e, elems * dtype_bytes(linear_dtype())};
     if (!sc_.workload.compile) {
@@ -342,7 +349,8 @@ class LayerBuilder {
       for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{2 * cast.bytes_read, cast.bytes_written});
       return;
     }
-    for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast.amax", ElementwiseOp{cast.bytes_read, 4});  // writes a few bytes of maxima
+    if (fresh > 0)
+      for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast.amax", ElementwiseOp{fresh * sh_.e, 4});  // writes a few bytes of maxima
     amax_all_reduce();
     for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast", cast);
   }

@@ -104,5 +104,13 @@ TEST_CASE("A compiled tensor-wise cast reads its input twice, as eager: an amax 
         CHECK(position(compiled, std::string(region) + ".amax_all_reduce") < position(compiled, cast));
       }
     }
+    // A weight gradient's operands were cast (their amaxes found) for the forward or the input
+    // gradient: compiled, they are only cast again into the GEMM's layout.
+    CHECK(find_op(compiled, "ffn.w13.backward_weight.cast") != nullptr);
+    CHECK(find_op(compiled, "ffn.w13.backward_weight.cast.amax") == nullptr);
+    // A row-parallel output gradient finds the amaxes of dy and the weight, not of the layer's input.
+    const double dy_and_weight = cast_read(compiled, "ffn.w2.backward.cast.amax");
+    CHECK(dy_and_weight < cast_read(compiled, "ffn.w2.backward.cast"));
+    CHECK(cast_read(eager, "ffn.w2.backward.cast") == Approx(2 * cast_read(compiled, "ffn.w2.backward.cast")).epsilon(1e-12));
   }
 }
