@@ -167,9 +167,8 @@ def cast_measurements(entry, gpu, torch_version, casts_file):
     input once, the fp8 output and one fp32 scale a row.
     Tensor-wise cast: Inductor's three kernels, of which two move the tensor: the amax
     reduction (triton_red_..._abs_max: reads it, writes its partial maxima, a few bytes: 4 here)
-    and the cast
-    (triton_poi_...: reads it again, writes fp8); the one between turns the maxima into the
-    scale (a few bytes; left out)."""
+    and the cast (triton_poi_...: reads it again, writes fp8); the one between turns the maxima
+    into the scale and is left out."""
     if entry.get("mode") != "compiled":
         return []
     m, k, kernels = entry["m"], entry["k"], entry.get("kernels", [])

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
