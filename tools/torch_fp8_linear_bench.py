@@ -159,8 +159,48 @@ def casts(torch):
     return (("rowwise_rows", rows), ("rowwise_columns", columns), ("tensorwise", tensor))
 
 
+# Eager casts' kernels that appear once a call, by name: (part, loop, operands, bytes read and
+# written per element; m rows, k columns, s scale count). The widening copy and the clamp run
+# twice a call (once on the scale), so their medians mix two kernels: left out.
+# The first marker a kernel's name holds names it (the column-major copy is ATen's float8 copy in
+# its legacy loop, fp8 to fp8; the narrowing copy the same in its vectorized loop).
+EAGER_CAST_KERNELS = (
+    ("AbsFunctor", "abs", "vectorized", 0, lambda m, k, s: (2 * m * k, 2 * m * k)),
+    ("reduce_kernel", "amax", "vectorized", 0, lambda m, k, s: (2 * m * k, 2 * s)),
+    ("elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::float8_copy", "column-major copy", "strided", 2,
+     lambda m, k, s: (m * k, m * k)),
+    ("vectorized_elementwise_kernel<4, at::native::float8_copy", "narrowing copy to fp8", "vectorized", 0, lambda m, k, s: (4 * m * k, m * k)),
+    ("elementwise_kernel<128, ", "x * scale", "strided", 3, lambda m, k, s: (4 * m * k + 4 * s, 4 * m * k)),
+)
+
+
+def eager_cast_measurements(entry, src):
+    """An eager cast's single kernels as tpsim elementwise rows (torchao's aten ops one by one)."""
+    m, k, cast = entry["m"], entry["k"], entry["cast"]
+    scales = {"tensorwise": 1, "rowwise_rows": m, "rowwise_columns": k}.get(cast)
+    if scales is None:
+        return []
+    rows = []
+    for kernel in entry.get("kernels", []):
+        if kernel.get("per_call") != 1:
+            continue
+        for marker, part, loop, operands, moved in EAGER_CAST_KERNELS:
+            if marker not in kernel["name"]:
+                continue
+            read, written = moved(m, k, scales)
+            row = {"kind": "elementwise", "name": f"eager {cast} fp8 cast's {part}, bf16 {m} x {k}",
+                   "bytes_read": read, "bytes_written": written, "elements": m * k, "loop": loop}
+            if operands:
+                row["operands"] = operands
+            rows.append(row | {"source": src.format(what=f"{cast} cast in eager PyTorch (aten ops one by one), its {part} kernel"),
+                               "time_us": kernel["median_us"], "kernel": kernel["name"][:100]})
+            break
+    return rows
+
+
 def cast_measurements(entry, gpu, torch_version, casts_file):
-    """A compiled cast's kernels as tpsim elementwise rows ([] for the others).
+    """A cast's kernels as tpsim elementwise rows ([] for the others): eager, its single kernels
+    (eager_cast_measurements); compiled as follows.
 
     Row cast: Inductor's one reduction kernel, looped (triton_red_..., priced per element and
     per row) or persistent (triton_per_..., a row in registers: streamed). Bytes: the bf16
@@ -169,9 +209,12 @@ def cast_measurements(entry, gpu, torch_version, casts_file):
     reduction (triton_red_..._abs_max: reads it, writes its partial maxima, a few bytes: 4 here)
     and the cast (triton_poi_...: reads it again, writes fp8); the one between turns the maxima
     into the scale and is left out."""
+    m, k, kernels = entry["m"], entry["k"], entry.get("kernels", [])
+    if entry.get("mode") == "eager":
+        return eager_cast_measurements(entry, f"models/measurements/fp8_casts/{casts_file} ({gpu}, torch {torch_version}): "
+                                              "torchao's {what}, CUPTI kernel time, median of the repeats")
     if entry.get("mode") != "compiled":
         return []
-    m, k, kernels = entry["m"], entry["k"], entry.get("kernels", [])
     src = (f"models/measurements/fp8_casts/{casts_file} ({gpu}, torch {torch_version}): torch.compile of torchao's "
            "{what}, CUPTI kernel time, median of the repeats")
     if entry.get("cast") == "rowwise_rows" and len(kernels) == 1:

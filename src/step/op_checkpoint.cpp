@@ -150,12 +150,19 @@ Tick op_checkpoint_recompute(const TrainingStepSpec& t, const HardwareSpec& hw, 
       // A gathered input is cast on its shard when TP gathers it in fp8.
       const double elems = (l.reads_gathered_input() && tp > 1 && t.tp_fp8_all_gather ? rows : all_tokens) * in;
       // Compiled rowwise casts reduce along the linear's input rows (amax is not on the list).
-      const auto cast = [&](double n) {
-        return t.fp8.rowwise() && t.compile ? compiled_row_cast(n, in, e, 1) : ElementwiseOp{cast_reads * n * e, n};
+      // Eager torchtitan code runs torchao's aten ops one by one: a tensor-wise recompute starts
+      // at the kept amax's scale, a rowwise one finds its rows' amaxes again.
+      const auto cast = [&](const std::string& name, double n) {
+        if (t.aten_elementwise && !t.compile) {
+          for (auto& [k, op] : aten_fp8_cast_kernels(n, n / in, e, t.fp8.rowwise() ? Fp8CastAxis::rows : Fp8CastAxis::tensor, t.fp8.rowwise()))
+            ops.emplace_back(name + "." + k, op);
+          return;
+        }
+        ops.emplace_back(name, t.fp8.rowwise() && t.compile ? compiled_row_cast(n, in, e, 1) : ElementwiseOp{cast_reads * n * e, n});
       };
-      if (l.input != cast_input) ops.emplace_back("recompute." + l.name + ".cast_input", cast(elems));
+      if (l.input != cast_input) cast("recompute." + l.name + ".cast_input", elems);
       cast_input = l.input;
-      if (!t.weights_gathered_in_fp8()) ops.emplace_back("recompute." + l.name + ".cast_weight", cast(out * in));
+      if (!t.weights_gathered_in_fp8()) cast("recompute." + l.name + ".cast_weight", out * in);
     }
     if (fusable_gather && l.reads_gathered_input()) {
       fused_outs[l.input].push_back(l.out);

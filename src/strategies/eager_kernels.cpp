@@ -77,6 +77,22 @@ ElementwiseOp compiled_row_cast(double elems, double row, double from_bytes, dou
   return op;
 }
 
+NamedKernels aten_fp8_cast_kernels(double n, double rows, double e, Fp8CastAxis axis, bool with_amax) {
+  constexpr double kFp8 = 1;
+  const double scales = (axis == Fp8CastAxis::tensor ? 1 : axis == Fp8CastAxis::rows ? rows : n / rows) * kFp32;
+  NamedKernels k;
+  if (with_amax) k.insert(k.end(), {{"abs", {n * e, n * e}}, {"amax", {n * e, scales}}});
+  for (const char* scale_op : {"scale.to_double", "scale.clamp", "scale.div", "scale.to_float"}) k.push_back({scale_op, {scales, scales}});
+  if (axis != Fp8CastAxis::tensor)
+    for (const char* round : {"scale.log2", "scale.floor", "scale.exp2"}) k.push_back({round, {scales, scales}});
+  k.insert(k.end(), {{"float", aten_convert(n, e, kFp32)},
+                     {"mul_scale", aten_strided(n * kFp32 + scales, n * kFp32, n, 3)},
+                     {"clamp", {n * kFp32, n * kFp32}},
+                     {"to_fp8", {n * kFp32, n * kFp8}}});
+  if (axis == Fp8CastAxis::columns) k.push_back({"column_major", aten_strided(n * kFp8, n * kFp8, n, 2)});
+  return k;
+}
+
 NamedKernels rowwise_output_rescale(double m, double n, double e, bool compiled) {
   const double out = m * n, scales = (m + n) * kFp32;
   if (compiled) return {{"rescale", {out * e + scales, out * e}}};

@@ -344,6 +344,14 @@ class LayerBuilder {
       if (weight) fresh += operand;
     }
     const ElementwiseOp cast{elems * sh_.e, elems * dtype_bytes(linear_dtype())};
+    if (sc_.workload.aten_elementwise && !sc_.workload.compile) {
+      // Eager torchtitan code: torchao's aten ops one by one, the amax found again for every
+      // operand (no CSE outside a compiled graph).
+      const NamedKernels ops = aten_fp8_cast_kernels(elems, 1, sh_.e, Fp8CastAxis::tensor);
+      kernels(name + ".cast", NamedKernels(ops.begin(), ops.begin() + 2));  // abs, amax
+      amax_all_reduce();
+      return kernels(name + ".cast", NamedKernels(ops.begin() + 2, ops.end()));
+    }
     if (!sc_.workload.compile) {
       amax_all_reduce();
       for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{2 * cast.bytes_read, cast.bytes_written});
@@ -389,8 +397,15 @@ class LayerBuilder {
     }
     const double e = sh_.e, f = dtype_bytes(linear_dtype());
     // Every tensor cast along its rows here has the GEMM's contraction as its row.
-    const ElementwiseOp row_cast = sc_.workload.compile ? compiled_row_cast(rows, static_cast<double>(gemms.front().whole.k), e, f)
-                                                        : ElementwiseOp{2 * rows * e, rows * f};
+    const double contraction = static_cast<double>(gemms.front().whole.k);
+    if (sc_.workload.aten_elementwise && !sc_.workload.compile) {
+      // Eager torchtitan code: torchao's aten ops one by one (the scale vectors sized by the
+      // first GEMM's contraction).
+      if (rows > 0) kernels(name + ".cast_rows", aten_fp8_cast_kernels(rows, rows / contraction, e, Fp8CastAxis::rows));
+      if (columns > 0) kernels(name + ".cast_columns", aten_fp8_cast_kernels(columns, contraction, e, Fp8CastAxis::columns));
+      return;
+    }
+    const ElementwiseOp row_cast = sc_.workload.compile ? compiled_row_cast(rows, contraction, e, f) : ElementwiseOp{2 * rows * e, rows * f};
     for (int r : ranks_) {
       if (rows > 0) dag_.add(r, kCompute, prefix_ + name + ".cast_rows", row_cast);
       if (columns <= 0) continue;

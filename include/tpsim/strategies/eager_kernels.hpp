@@ -44,6 +44,20 @@ ElementwiseOp aten_convert(double elems, double from_bytes, double to_bytes);
 // SM's instructions per element and per row (ElementLoop::row_reduction). Its scales are fp32.
 ElementwiseOp compiled_row_cast(double elems, double row, double from_bytes, double to_bytes);
 
+// The axis torchao's dynamic fp8 cast scales along: one scale for the whole tensor, one per row,
+// or one per column (the operand then copied column-major for _scaled_mm).
+enum class Fp8CastAxis { tensor, rows, columns };
+// torchao's dynamic fp8 cast of `elems` elements in `rows` rows as eager PyTorch runs it
+// (torchao/float8/float8_utils.py tensor_to_amax and amax_to_scale, float8_scaling_utils.py
+// hp_tensor_and_scale_to_float8 and to_fp8_saturated), each aten op its own kernel: abs, the amax
+// reduction, the scale's tiny kernels (to float64, clamp, finfo.max / amax, to float32; rowwise
+// scales also rounded down to a power of 2: log2, floor, exp2), x.float(), x * scale (a broadcast
+// scale: the legacy loop), clamp, the narrowing copy to fp8, and for a column-scaled operand
+// `.t().contiguous().t()` (a transposing strided copy). Measured: 9 to 13 kernels moving about
+// 33 bytes an element, 0.15-0.29 TB/s of what a cast must move (fp8_casts/ in the measurements).
+// `with_amax` false: the amax is kept (per-op SAC saves aten.max), so a recompute starts at the scale.
+NamedKernels aten_fp8_cast_kernels(double elems, double rows, double e, Fp8CastAxis axis, bool with_amax = true);
+
 // torchao's rescale of an [m, n] output of a rowwise fp8 GEMM run with unit scales
 // (Fp8Recipe::rescales_output): `output *= a_inverse_scale * b_inverse_scale`, [m, 1] times
 // [1, n] fp32. Compiled, one generated kernel reads the output and both scale vectors and writes
