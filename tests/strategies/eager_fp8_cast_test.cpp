@@ -37,15 +37,6 @@ Scenario layer(bool eager_aten, bool rowwise, bool fp8_gathers) {
   return s;
 }
 
-int position(const Dag& dag, const std::string& name) {
-  int i = 0;
-  for (OpId id : dag.program(0)) {
-    if (dag.op(id).name == name) return i;
-    ++i;
-  }
-  return -1;
-}
-
 }  // namespace
 
 TEST_CASE("An eager fp8 cast moves about 33 bytes an element, where a fused one moves 5", "[strategies][eager][fp8]") {
@@ -84,8 +75,8 @@ TEST_CASE("Eager torchtitan code casts fp8 operands op by op, and the abstract e
   }
   // A shard cast for an fp8 all-gather waits for the amax's all-reduce between the reduction and the scale.
   const Dag gathered = build_layer_dag(layer(true, false, true), "baseline");
-  CHECK(position(gathered, "attention.qkv.cast.amax") < position(gathered, "attention.qkv.amax_all_reduce"));
-  CHECK(position(gathered, "attention.qkv.amax_all_reduce") < position(gathered, "attention.qkv.cast.scale.to_double"));
+  CHECK(program_position(gathered, "attention.qkv.cast.amax") < program_position(gathered, "attention.qkv.amax_all_reduce"));
+  CHECK(program_position(gathered, "attention.qkv.amax_all_reduce") < program_position(gathered, "attention.qkv.cast.scale.to_double"));
 }
 
 TEST_CASE("Eager torchtitan code's per-op recompute casts op by op too: fp8 saves less there than with fused casts", "[strategies][eager][fp8]") {

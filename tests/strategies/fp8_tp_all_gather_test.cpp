@@ -18,17 +18,6 @@ Scenario layer(bool fp8_linears, bool fp8_gathers, const std::string& pass = "fo
   return s;
 }
 
-// Position of `name` in rank 0's program (-1 when absent).
-int position(const Dag& dag, const std::string& name) {
-  int i = 0;
-  for (OpId id : dag.program(0)) {
-    if (dag.op(id).name == name) return i;
-    ++i;
-  }
-  return -1;
-}
-
-
 int count_suffix(const Dag& dag, const std::string& suffix, int rank = 0) {
   int n = 0;
   for (OpId id : dag.program(rank)) n += dag.op(id).name.ends_with(suffix);
@@ -98,10 +87,10 @@ TEST_CASE("A compiled tensor-wise cast reads its input twice, as eager: an amax 
       CHECK(cast_read(compiled, cast + ".amax") == Approx(cast_read(compiled, cast)).epsilon(1e-12));
       CHECK(find_op(eager, cast + ".amax") == nullptr);
       // The amax comes first; a shard cast for an fp8 all-gather waits for its all-reduce between.
-      CHECK(position(compiled, cast + ".amax") < position(compiled, cast));
+      CHECK(program_position(compiled, cast + ".amax") < program_position(compiled, cast));
       if (fp8_gathers && std::string(region) != "ffn.w2") {
-        CHECK(position(compiled, cast + ".amax") < position(compiled, std::string(region) + ".amax_all_reduce"));
-        CHECK(position(compiled, std::string(region) + ".amax_all_reduce") < position(compiled, cast));
+        CHECK(program_position(compiled, cast + ".amax") < program_position(compiled, std::string(region) + ".amax_all_reduce"));
+        CHECK(program_position(compiled, std::string(region) + ".amax_all_reduce") < program_position(compiled, cast));
       }
     }
     // A weight gradient's operands were cast (their amaxes found) for the forward or the input

@@ -44,6 +44,16 @@ inline const Op* find_op(const Dag& dag, const std::string& name, int rank = 0) 
   return nullptr;
 }
 
+// Where the op named `name` stands in a rank's program (-1 when absent): which of two runs first.
+inline int program_position(const Dag& dag, const std::string& name, int rank = 0) {
+  int i = 0;
+  for (OpId id : dag.program(rank)) {
+    if (dag.op(id).name == name) return i;
+    ++i;
+  }
+  return -1;
+}
+
 inline RunResult simulate(const std::string& scenario_json) {
   return run_scenario(parse_scenario(Json::parse(scenario_json), ""));
 }
