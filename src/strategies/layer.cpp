@@ -10,6 +10,7 @@
 //             gradient; a row-parallel one (out proj, w2) all-gathers the output
 //             gradient, which feeds both its input- and weight-gradient GEMMs.
 #include <algorithm>
+#include <cstddef>
 
 #include <fmt/format.h>
 
@@ -343,15 +344,17 @@ class LayerBuilder {
       elems += operand;
       if (weight) fresh += operand;
     }
-    const ElementwiseOp cast{elems * sh_.e, elems * dtype_bytes(linear_dtype())};
     if (sc_.workload.aten_elementwise && !sc_.workload.compile) {
       // Eager torchtitan code: torchao's aten ops one by one, the amax found again for every
-      // operand (no CSE outside a compiled graph).
-      const NamedKernels ops = aten_fp8_cast_kernels(elems, 1, sh_.e, Fp8CastAxis::tensor);
-      kernels(name + ".cast", NamedKernels(ops.begin(), ops.begin() + 2));  // abs, amax
+      // operand (no CSE outside a compiled graph); the kernels from the scale on are the cast
+      // without its amax, so what precedes them is the amax's.
+      const NamedKernels all = aten_fp8_cast_kernels(elems, 1, sh_.e, Fp8CastAxis::tensor);
+      const NamedKernels from_scale = aten_fp8_cast_kernels(elems, 1, sh_.e, Fp8CastAxis::tensor, false);
+      kernels(name + ".cast", NamedKernels(all.begin(), all.end() - static_cast<std::ptrdiff_t>(from_scale.size())));
       amax_all_reduce();
-      return kernels(name + ".cast", NamedKernels(ops.begin() + 2, ops.end()));
+      return kernels(name + ".cast", from_scale);
     }
+    const ElementwiseOp cast{elems * sh_.e, elems * dtype_bytes(linear_dtype())};
     if (!sc_.workload.compile) {
       amax_all_reduce();
       for (int r : ranks_) dag_.add(r, kCompute, prefix_ + name + ".cast", ElementwiseOp{2 * cast.bytes_read, cast.bytes_written});
