@@ -136,12 +136,13 @@ def main():
             report["failed"].append(f"{name}: {str(e)[:200]}")
             save()
             continue
-        scenario = {"name": name, "gpus": 1, "dtype": "bf16", "software": {"op_issue": "enqueued", "clock": "burst"},
+        scenario = {"name": name, "gpus": 1, "dtype": "bf16", "software": {"op_issue": "enqueued", "clock": "burst", "l2": "dirty"},
                     "workload": {"op": op, "m": m, "k": k, "n": n, "emulated_group": g}}
         rows.append({"kind": "scenario", "scenario": scenario, "variant": "async_tp", "time_us": round(gpu_us, 3),
                      "source": source})
         rows.append({"kind": "gemm", "name": f"gemm {m // g}x{n}x{k} bf16 ({op} step)", "m": m // g, "n": n, "k": k,
-                     "dtype": "bf16", "timing": "events", "clock": "burst", "time_us": round(sub_us, 3), "source": source})
+                     "dtype": "bf16", "timing": "events", "clock": "burst", "l2": "dirty", "time_us": round(sub_us, 3),
+                     "source": source})
         report["cases"].append({"name": name, "op": op, "m": m, "k": k, "n": n, "dtype": "bf16",
                                 "kraken_timed": round(kraken_us, 2), "gpu_time": round(gpu_us, 2),
                                 "host_issue_per_call": round(host_us, 1), "submatmul_alone": round(sub_us, 2),

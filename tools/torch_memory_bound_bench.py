@@ -79,7 +79,7 @@ def main():
 
     def add(row, op):
         for flush in ("clean", "dirty"):
-            r = dict(row, name=f"{row['name']}, {flush} L2", source=row["source"] + f", {flush} L2 before each call")
+            r = dict(row, name=f"{row['name']}, {flush} L2", source=row["source"] + f", {flush} L2 before each call", l2=flush)
             r["time_us"] = round(t.time_us(op, flush), 3)
             rows.append(r)
             print(f"  {r['name']}: {r['time_us']:.2f} us", flush=True)

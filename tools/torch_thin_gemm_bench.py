@@ -127,6 +127,8 @@ def main():
             print(f"  FAILED {name}: {str(e)[:200]}", flush=True)
             continue
         row = {"kind": "gemm", "name": name, "m": m, "n": n, "k": k, "dtype": dtype, "source": src.format(op=op, l2=l2)}
+        if args.flush != "none":
+            row["l2"] = args.flush  # the L2 the GEMM finds (tpsim prices its dirty lines' write-back)
         b.add(row, fn, recorded=[kern[:3] for kern in ks])
         del x, w
         if i % 20 == 19:

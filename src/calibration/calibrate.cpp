@@ -41,8 +41,10 @@ Calibration calibrate(const CalibrationRequest& req) {
   const HardwareSpec start = parse_hardware(c.hardware, file);  // a bad starting file is reported as such, not as a fit failure
   check_hardware_serves(c.measurements, start);
   check_hardware_serves(c.validation, start);
-  for (const auto* list : {&c.measurements, &c.validation})
+  for (const auto* list : {&c.measurements, &c.validation}) {
     if (auto note = burst_clock_note(*list, start)) c.notes.push_back(*note);
+    if (auto note = l2_start_note(*list, start)) c.notes.push_back(*note);
+  }
   std::set<std::string> others;
   for (const auto* list : {&c.measurements, &c.validation})
     for (const Measurement& m : *list)

@@ -10,6 +10,7 @@
 #include "tpsim/calibration/kineto_import.hpp"
 #include "tpsim/calibration/measurement_dag.hpp"
 #include "tpsim/calibration/result_import.hpp"
+#include "tpsim/cost/l2_writeback.hpp"
 #include "tpsim/cost/reduction_cost.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/scenario.hpp"
@@ -100,7 +101,7 @@ std::vector<std::string> allowed_keys(MeasurementKind k) {
   if (has_gpus(k)) keys.insert(keys.end(), {"gpus", "groups"});
   if (k == MeasurementKind::gemm_with_collective) keys.push_back("collective");
   if (k == MeasurementKind::scenario) keys.insert(keys.end(), {"scenario", "variant", "op", "rank"});
-  else if (k != MeasurementKind::launch) keys.insert(keys.end(), {"timing", "clock"});  // a launch row is host to end; a scenario's, its makespan
+  else if (k != MeasurementKind::launch) keys.insert(keys.end(), {"timing", "clock", "l2"});  // a launch row is host to end; a scenario's, its makespan
   if (k == MeasurementKind::elementwise) keys.insert(keys.end(), {"bytes_read", "bytes_written", "elements", "loop", "operands", "dims", "row"});
   if (k == MeasurementKind::attention)
     keys.insert(keys.end(), {"batch", "seq_len", "heads", "kv_heads", "head_dim", "v_head_dim", "causal", "pass", "implementation", "dtype", "tflops"});
@@ -363,6 +364,12 @@ Measurement parse_one(const Json& j, const std::string& path, const std::string&
     if (c != "sustained" && c != "burst") fail_at(r.child_path("clock"), fmt::format("unknown clock \"{}\" (sustained or burst)", c));
     m.burst_clock = c == "burst";
   }
+  if (r.has("l2")) {
+    const std::string l2 = r.string("l2");
+    const auto start = parse_l2_start(l2);
+    if (!start) fail_at(r.child_path("l2"), fmt::format("unknown L2 state \"{}\" (back_to_back, clean or dirty)", l2));
+    m.l2_start = *start;
+  }
   m.time_us = measured_time_us(r, m);
   if (r.has("weight")) m.weight = r.positive_number("weight");
   m.name = r.optional_string("name").value_or(default_name(m));
@@ -434,6 +441,7 @@ Json measurement_json(const Measurement& m) {
   }
   if (m.timing == MeasurementTiming::events) j["timing"] = "events";
   if (m.burst_clock) j["clock"] = "burst";
+  if (m.l2_start != L2Start::back_to_back) j["l2"] = std::string(l2_start_name(m.l2_start));
   j["time_us"] = m.time_us;
   if (m.weight != 1) j["weight"] = m.weight;
   if (!m.source.empty()) j["source"] = m.source;
@@ -471,6 +479,19 @@ std::optional<std::string> burst_clock_note(const std::vector<Measurement>& ms, 
   if (n == 0) return std::nullopt;
   return fmt::format("{} row(s) were timed in bursts and hardware {} gives no power.burst_speed: they are predicted at the rate its "
                      "parameters give (fitted to them, those parameters describe a burst's clock, not a sustained run's)",
+                     n, hw.name);
+}
+
+L2Start l2_start_of(const Measurement& m) {
+  return m.kind == MeasurementKind::scenario && m.scenario ? m.scenario->software.l2_start : m.l2_start;
+}
+
+std::optional<std::string> l2_start_note(const std::vector<Measurement>& ms, const HardwareSpec& hw) {
+  if (hw.memory.l2_dirty_bytes > 0) return std::nullopt;
+  const auto n = std::count_if(ms.begin(), ms.end(), [](const Measurement& m) { return l2_start_of(m) != L2Start::back_to_back; });
+  if (n == 0) return std::nullopt;
+  return fmt::format("{} row(s) were timed after a flush of the L2 and hardware {} gives no memory.l2_capacity and l2_dirty_share: "
+                     "they are predicted as kernels launched back to back",
                      n, hw.name);
 }
 

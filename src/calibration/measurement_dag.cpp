@@ -239,10 +239,12 @@ double predict_us(const Measurement& m, const HardwareSpec& hw) {
   }
   const bool drop_nvls = !m.nccl_nvls && hw.nccl.nvls.present();  // NCCL as it ran: without NVLS, as a scenario's "nccl_nvls": false
   const bool burst = m.burst_clock && hw.power.burst_speed > 0;  // else at the parameters' rate (burst_clock_note)
-  if (drop_nvls || burst) {
+  const bool flushed = m.l2_start != L2Start::back_to_back;       // priced where the hardware says how (l2_start_note)
+  if (drop_nvls || burst || flushed) {
     HardwareSpec as_run = hw;
     if (drop_nvls) as_run.nccl.nvls = {};
     as_run.power.burst = burst;
+    as_run.memory.l2_start = m.l2_start;
     return op_level_us(m, as_run);
   }
   return op_level_us(m, hw);

@@ -46,6 +46,7 @@ Validation validate(const ValidationRequest& req) {
   const HardwareSpec hw = parse_hardware(start, file);
   check_hardware_serves(v.measurements, hw);
   if (auto note = burst_clock_note(v.measurements, hw)) v.notes.push_back(*note);
+  if (auto note = l2_start_note(v.measurements, hw)) v.notes.push_back(*note);
   v.predicted_us = predict_all_us(v.measurements, hw);
   if (!req.cross_validate) return v;
 

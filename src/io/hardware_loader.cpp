@@ -312,7 +312,8 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
   if (gemm.has("library_rowwise")) hw.gemm.library_rowwise = parse_library_rowwise(gemm.object("library_rowwise", {"tile", "source"}), hw.gemm.tiles);
   if (gemm.has("slow_accumulation")) hw.gemm.slow_accumulation = gq.get("slow_accumulation", "fraction");
 
-  const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth", "capacity", "framework_reserved"});
+  const ObjectReader mem = root.object("memory", {"hbm_bandwidth", "hbm_efficiency", "sm_max_bandwidth", "capacity", "framework_reserved",
+                                                   "l2_capacity", "l2_dirty_share"});
   const Quantities mq(mem);
   hw.memory.hbm_bytes_per_ps = mq.get("hbm_bandwidth", "bandwidth") * mq.get("hbm_efficiency", "fraction");
   hw.memory.sm_max_bytes_per_ps = mq.get("sm_max_bandwidth", "bandwidth");
@@ -324,6 +325,13 @@ HardwareSpec parse_hardware(const Json& j, const std::string& src) {
     hw.memory.framework_reserved_bytes = mq.get("framework_reserved", "bytes");
     if (hw.memory.framework_reserved_bytes >= hw.memory.capacity_bytes)
       fail_at(mem.child_path("framework_reserved"), "must be less than capacity");
+  }
+  // Only a run that starts after a benchmark's flush (a clean or dirty L2) asks for these.
+  if (mem.has("l2_capacity") != mem.has("l2_dirty_share"))
+    fail_at(mem.path(), "give \"l2_capacity\" and \"l2_dirty_share\" together");
+  if (mem.has("l2_capacity")) {
+    hw.memory.l2_capacity_bytes = mq.get("l2_capacity", "bytes");
+    hw.memory.l2_dirty_bytes = hw.memory.l2_capacity_bytes * mq.get("l2_dirty_share", "fraction");
   }
 
   const ObjectReader launch = root.object("launch", {"host_overhead", "eager_op_overhead", "eager_gemm_overhead", "device_latency",

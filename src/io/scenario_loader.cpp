@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/cost/l2_writeback.hpp"
 #include "tpsim/cost/reduction_cost.hpp"
 #include "tpsim/io/hardware_loader.hpp"
 #include "tpsim/io/scenario.hpp"
@@ -37,6 +38,12 @@ SoftwareChoices parse_software(const ObjectReader& r) {
     const std::string clock = r.string("clock");
     if (clock != "sustained" && clock != "burst") fail_at(r.child_path("clock"), fmt::format("unknown clock \"{}\" (sustained or burst)", clock));
     sw.burst_clock = clock == "burst";
+  }
+  if (r.has("l2")) {
+    const std::string l2 = r.string("l2");
+    const auto start = parse_l2_start(l2);
+    if (!start) fail_at(r.child_path("l2"), fmt::format("unknown L2 state \"{}\" (back_to_back, clean or dirty)", l2));
+    sw.l2_start = *start;
   }
   if (r.has("gemm_choice")) {
     const std::string choice = r.string("gemm_choice");
@@ -120,7 +127,7 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
     s.variants = workload_kind(s.workload).variants(s.workload);
   }
   if (root.has("software"))
-    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet", "async_tp_regions", "clock", "gemm_choice"}));
+    s.software = parse_software(root.object("software", {"symm_mem_reduction", "op_issue", "nccl_nvls", "nccl_collnet", "async_tp_regions", "clock", "gemm_choice", "l2"}));
   s.hardware_ref = root.string("hardware");
   s.hardware = cache ? cache->get(s.hardware_ref, base_dir) : resolve_hardware(s.hardware_ref, "$.hardware", base_dir);
   if (!s.hardware.computes(s.dtype)) fail_at("$.dtype", missing_dtype_message(s.hardware, s.dtype));
@@ -131,6 +138,12 @@ Scenario parse_scenario(const Json& j, const std::string& base_dir, HardwareCach
       fail_at("$.software.clock", "a training step runs at the sustained clock: its steps outlast the power limit's averaging, a burst does not");
     if (s.hardware.power.burst_speed <= 0)
       fail_at("$.software.clock", fmt::format("hardware {} gives no power.burst_speed (its tensor cores' speed at the clock ceiling)", s.hardware.name));
+  }
+  if (s.software.l2_start != L2Start::back_to_back) {
+    if (is_training_step(s.workload))
+      fail_at("$.software.l2", "a training step's kernels each find what the ones before them left, not a benchmark's flush");
+    if (s.hardware.memory.l2_dirty_bytes <= 0)
+      fail_at("$.software.l2", fmt::format("hardware {} gives no memory.l2_capacity and l2_dirty_share", s.hardware.name));
   }
   s.hardware = run_by(std::move(s.hardware), s.software);
   s.notes = workload_kind(s.workload).check_hardware(s, root.has("variants"));

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "tpsim/cost/l2_writeback.hpp"
 #include "tpsim/cost/reduction_cost.hpp"
 #include "tpsim/io/json_numbers.hpp"
 #include "tpsim/io/printable.hpp"
@@ -59,7 +60,8 @@ Json result_json(const RunResult& r) {
                    {"nccl_collnet", s.software.nccl_collnet},
                    {"async_tp_regions", s.software.async_tp_every_region ? "every" : "micro_pipeline"},
                    {"clock", s.software.burst_clock ? "burst" : "sustained"},
-                   {"gemm_choice", s.software.fastest_gemm ? "fastest" : "library"}};
+                   {"gemm_choice", s.software.fastest_gemm ? "fastest" : "library"},
+                   {"l2", std::string(l2_start_name(s.software.l2_start))}};
   j["results"] = Json::array();
   for (const auto& run : r.runs) {
     const auto& m = run.metrics;

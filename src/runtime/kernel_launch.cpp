@@ -9,6 +9,7 @@
 
 #include "machine.hpp"
 #include "tpsim/cost/elementwise_cost.hpp"
+#include "tpsim/cost/l2_writeback.hpp"
 #include "tpsim/cost/reduction_cost.hpp"
 
 namespace tpsim::runtime_detail {
@@ -36,7 +37,30 @@ std::function<BlockWork()> start_up_on_every_placement(BlockWork work, Tick star
   return [work] { return work; };
 }
 
+// Every block moves its share of what the L2 the kernel found adds (or saves).
+std::function<BlockWork()> with_extra_bytes(std::function<BlockWork()> work, double per_block) {
+  return [work = std::move(work), per_block] {
+    BlockWork w = work();
+    w.bytes = std::max(0.0, w.bytes + per_block);
+    return w;
+  };
+}
+
 }  // namespace
+
+void Machine::pass_l2(int rank, double touched, double written) {
+  RankState& rs = ranks_[static_cast<std::size_t>(rank)];
+  if (rs.l2_followed) rs.l2_dirty = l2_dirty_after(rs.l2_dirty, hw_.memory, touched, written);
+}
+
+void Machine::charge_l2(int rank, const L2Reference& ref, double touched, double written, KernelRequest& req) {
+  RankState& rs = ranks_[static_cast<std::size_t>(rank)];
+  if (!rs.l2_followed) return;
+  const double extra = l2_extra_bytes(rs.l2_dirty, ref, hw_.memory, touched, written);
+  rs.l2_dirty = l2_dirty_after(rs.l2_dirty, hw_.memory, touched, written);
+  if (extra == 0 || req.blocks < 1 || !req.block_work) return;
+  req.block_work = with_extra_bytes(std::move(req.block_work), extra / static_cast<double>(req.blocks));
+}
 
 void Machine::launch_kernel(OpId id) {
   const Op& op = dag_.op(id);
@@ -72,6 +96,10 @@ void Machine::gemm_kernel(OpId id, const GemmOp& g, KernelRequest& req) {
   req.max_resident_blocks = plan.resident_blocks;
   req.draws_memory = true;
   req.block_work = ramp_on_first_blocks(gemm_block_work(plan, hw_), hw_.gemm.kernel_ramp);
+  // What it writes: C, or split-K's fp32 partials (the reduction kernel after it is not followed).
+  const double c_bytes = static_cast<double>(g.problem.batch) * static_cast<double>(g.problem.m) *
+                         static_cast<double>(g.problem.n) * dtype_bytes(g.problem.dtype);
+  charge_l2(dag_.op(id).rank, {.fitted_after_dirty_l2 = false}, plan.hbm_bytes, plan.split_k > 1 ? plan.reduction_read_bytes : c_bytes, req);
   if (plan.split_k == 1) return;
   const ElementwisePlan reduction = plan_elementwise(plan.reduction_read_bytes + plan.reduction_written_bytes, hw_);
   if (tl_.detailed) tl_.details[id] += fmt::format(", then a reduction of the partials in {} blocks", reduction.blocks);
@@ -89,6 +117,7 @@ void Machine::elementwise_kernel(OpId id, const ElementwiseOp& e, KernelRequest&
   const ElementwisePlan plan = plan_elementwise(e.bytes_read + e.bytes_written, hw_);
   if (tl_.detailed) tl_.details[id] = fmt::format("{} blocks", plan.blocks);
   streaming_kernel(plan, LoopWork{e.loop, e.elements, e.operands, e.elements > 0 ? e.bytes_written / e.elements : 0, e.dims, e.row}, req);
+  charge_l2(dag_.op(id).rank, {.fitted_after_dirty_l2 = true}, e.bytes_read + e.bytes_written, e.bytes_written, req);
 }
 
 void Machine::streaming_kernel(const ElementwisePlan& plan, const LoopWork& loop, KernelRequest& req) const {
@@ -106,6 +135,7 @@ void Machine::reduction_kernel(OpId id, const ReduceOp& r, KernelRequest& req) {
   req.draws_memory = true;
   req.block_work = start_up_on_every_placement(reduction_block_work(plan, r.kernel, r.inputs, hw_),
                                                hw_.reduction.block_overhead[static_cast<int>(r.kernel)]);
+  charge_l2(dag_.op(id).rank, {.fitted_after_dirty_l2 = true}, (r.inputs + 1) * r.out_bytes, r.out_bytes, req);
 }
 
 void Machine::attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req) {
@@ -132,6 +162,7 @@ void Machine::collective_kernel(OpId id, const CollectiveOp& c, KernelRequest& r
     elementwise_kernel(id, ElementwiseOp{c.buffer_bytes, c.buffer_bytes}, req);
     return;
   }
+  pass_l2(dag_.op(id).rank, c.buffer_bytes, c.buffer_bytes);
   const GroupFabric& gf = fabric_of(c.group);
   const CollectivePlan plan =
       plan_collective(c.kind, c.buffer_bytes, ranks, gf.one_node, hw_, gf.ring_capacity, gf.spread,
@@ -174,6 +205,9 @@ P2pPlan Machine::p2p_plan_of(OpId id, const SendRecvOp& s) const {
 }
 
 void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) {
+  double moved = s.self_bytes;
+  for (const Transfer& t : s.sends) moved += t.bytes;
+  pass_l2(dag_.op(id).rank, moved, moved);
   const P2pPlan plan = p2p_plan_of(id, s);
   const NcclProtocol& proto = *plan.protocol;
   if (sendrecv_processing_.empty()) sendrecv_processing_.assign(dag_.size(), 0);

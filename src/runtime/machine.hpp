@@ -10,6 +10,7 @@
 #include "tpsim/cost/elementwise_cost.hpp"
 #include "tpsim/cost/gemm_cost.hpp"
 #include "tpsim/cost/gemm_planner.hpp"
+#include "tpsim/cost/l2_writeback.hpp"
 #include "tpsim/cost/nccl_cost.hpp"
 #include "tpsim/cost/p2p_plan.hpp"
 #include "tpsim/dag/dag.hpp"
@@ -37,6 +38,10 @@ struct RankState {
   std::unique_ptr<BlockScheduler> sms;
   std::unique_ptr<CopyEngines> copies;
   std::vector<StreamState> streams;
+  // The run started after a benchmark's flush (memory.l2_start): the L2's dirty bytes are
+  // followed from op to op (kernels launched back to back find what their parameters assume).
+  bool l2_followed = false;
+  double l2_dirty = 0;
 };
 
 class Machine {
@@ -70,6 +75,12 @@ class Machine {
   void sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req);
   void fused_kernel(OpId id, const FusedRingGemmOp& f, KernelRequest& req);
   void attention_kernel(OpId id, const AttentionOp& a, KernelRequest& req);
+  // After a flush, each GEMM, element-wise or reduction kernel on `rank` moves the bytes the
+  // dirty lines it finds add or save against its parameters' (l2_extra_bytes). NCCL kernels
+  // and copy engines' copies (bound by links) evict and leave dirty lines unpriced; attention
+  // and fused ring kernels (bound by their math) are taken to leave the L2 as it was.
+  void charge_l2(int rank, const L2Reference& ref, double touched, double written, KernelRequest& req);
+  void pass_l2(int rank, double touched, double written);
   BlockResources nccl_block(int threads) const;
   P2pPlan p2p_plan_of(OpId id, const SendRecvOp& s) const;
   double ring_link_capacity(const ProcessGroup& pg) const;

@@ -295,3 +295,18 @@ TEST_CASE("On the H100 a kernel after another kernel waits longer than the same 
     CHECK(hw.launch.repeat_latency == hw.launch.device_latency);
   }
 }
+
+TEST_CASE("The L2's capacity comes with the share a dirty flush leaves dirty, and H200 keeps H100's share in its larger L2", "[hardware]") {
+  const Json shipped = shipped_h100_json();
+  Json alone = shipped;
+  alone["memory"].erase("l2_dirty_share");
+  CHECK(error_of(alone) == "$.memory: give \"l2_capacity\" and \"l2_dirty_share\" together");
+  Json whole = shipped;
+  whole["memory"]["l2_dirty_share"]["value"] = 1.5;
+  CHECK(error_of(whole) == "$.memory.l2_dirty_share.value: a fraction must be at most 1");
+  const HardwareSpec h100 = resolve_hardware("h100_sxm", "$.hardware", "");
+  const HardwareSpec h200 = resolve_hardware("h200", "$.hardware", "");
+  CHECK(h100.memory.l2_capacity_bytes == 50.0 * 1024 * 1024);
+  CHECK(h200.memory.l2_capacity_bytes == 60.0 * 1024 * 1024);
+  CHECK(h200.memory.l2_dirty_bytes / h200.memory.l2_capacity_bytes == Approx(h100.memory.l2_dirty_bytes / h100.memory.l2_capacity_bytes));
+}

@@ -81,6 +81,8 @@ struct Measurement {
   // Op-level kinds: timed in a short burst after idle (`"clock": "burst"`: tensor cores at the
   // clock ceiling, power.burst_speed) rather than sustained at the clock the power limit allows.
   bool burst_clock = false;
+  // Op-level kinds: the L2 the op's first kernel found (`"l2"`: a flush before each timed call).
+  L2Start l2_start = L2Start::back_to_back;
 };
 
 // Every GEMM row's dtype must be one `hw` computes in (as `run` requires of a scenario), and
@@ -91,6 +93,11 @@ bool timed_in_burst(const Measurement& m);
 // Burst-timed rows on hardware that gives no power.burst_speed are predicted at its parameters'
 // rate; this says so (nullopt where no row is affected).
 std::optional<std::string> burst_clock_note(const std::vector<Measurement>& ms, const HardwareSpec& hw);
+
+// The L2 a row's op started from: its own "l2", or its scenario's software.l2.
+L2Start l2_start_of(const Measurement& m);
+// Rows after a flush on hardware without memory.l2_* are predicted as back to back; this says so.
+std::optional<std::string> l2_start_note(const std::vector<Measurement>& ms, const HardwareSpec& hw);
 
 // Strict: every problem is an InputError naming `source` and the JSON path.
 std::vector<Measurement> parse_measurements(const Json& j, const std::string& source);

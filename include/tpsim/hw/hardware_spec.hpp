@@ -126,11 +126,22 @@ struct GemmSpec {
   }
 };
 
+// The L2 a run's first kernel finds (a benchmark's flush before each timed call): as a kernel
+// launched right after itself leaves it (what kernel parameters are fitted to), read clean, or
+// full of dirty lines (a buffer overwritten) that its misses must first write back to HBM.
+enum class L2Start { back_to_back, clean, dirty };
+
 struct MemorySpec {
   double hbm_bytes_per_ps = 0;     // sustained (nominal x efficiency)
   double sm_max_bytes_per_ps = 0;  // one SM cannot draw more than this
   double capacity_bytes = 0;       // HBM a process can allocate; 0 where the file does not say (a training step needs it)
   double framework_reserved_bytes = 0;  // CUDA context, NCCL buffers, allocator slack: never available to tensors
+  // The L2's bytes, and how many of them a kernel that wrote more than it leaves dirty: the
+  // capacity x the share of its lines still dirty (memory.l2_capacity, l2_dirty_share); 0
+  // where the file does not say.
+  double l2_capacity_bytes = 0;
+  double l2_dirty_bytes = 0;
+  L2Start l2_start = L2Start::back_to_back;  // the run's, not the part's: set by run_by or a measurement row
 };
 
 struct LaunchSpec {

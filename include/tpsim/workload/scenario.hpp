@@ -90,6 +90,9 @@ struct SoftwareChoices {
   // max-autotune or XLA's would find) instead of the library's own split-K choice where the
   // hardware describes it (gemm.library_split: cuBLAS's, as eager PyTorch calls it).
   bool fastest_gemm = false;
+  // The L2 the op's first kernel finds: as a benchmark loop leaves it (back to back), or after
+  // the benchmark's flush before each timed call, read (clean) or overwritten (dirty).
+  L2Start l2_start = L2Start::back_to_back;
 };
 
 // The hardware as the scenario's software runs it: NVLink SHARP off where NCCL may not use it,
@@ -100,6 +103,7 @@ inline HardwareSpec run_by(HardwareSpec hw, const SoftwareChoices& sw) {
   if (sw.fastest_gemm) hw.gemm.library_split = {};
   hw.cluster.sharp.enabled = sw.nccl_collnet && hw.cluster.sharp.available();
   hw.power.burst = sw.burst_clock && hw.power.burst_speed > 0;
+  hw.memory.l2_start = sw.l2_start;
   return hw;
 }
 
