@@ -100,7 +100,7 @@ def main():
             base = lambda: torch.matmul(wait_tensor(all_gather_tensor(a, 0, dist.group.WORLD)), b)
             fused = lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], gather_dim=0, group_name=group)
         name = f"one-GPU {op} {m}x{k}x{n} {dt}"
-        scenario = {"name": name, "gpus": 1, "dtype": dt, "software": {"op_issue": "enqueued"},
+        scenario = {"name": name, "gpus": 1, "dtype": dt, "software": {"op_issue": "enqueued", "l2": "dirty"},
                     "workload": {"op": op, "m": m, "k": k, "n": n}}
         for variant, fn in (("baseline", base), ("async_tp", fused)):
             try:
