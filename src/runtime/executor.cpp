@@ -46,7 +46,6 @@ Machine::Machine(const Dag& dag, const HardwareSpec& hw, bool detailed)
     rs.sms->set_busy_observer([this, r](Tick t, int busy) { on_busy_change(r, t, busy); });
     rs.copies = std::make_unique<CopyEngines>(sim_, fabric_, hw.copy_engines);
     rs.streams.resize(static_cast<std::size_t>(dag.streams(r)));
-    rs.l2_followed = hw.memory.l2_start != L2Start::back_to_back && hw.memory.l2_dirty_bytes > 0;
     rs.l2_dirty = l2_dirty_at_start(hw.memory.l2_start, hw.memory);
     for (OpId id : dag.program(r)) rs.streams[static_cast<std::size_t>(dag.op(id).stream)].ops.push_back(id);
     ranks_.push_back(std::move(rs));

@@ -49,13 +49,14 @@ std::function<BlockWork()> with_extra_bytes(std::function<BlockWork()> work, dou
 }  // namespace
 
 void Machine::pass_l2(int rank, double touched, double written) {
+  if (!follows_l2()) return;
   RankState& rs = ranks_[static_cast<std::size_t>(rank)];
-  if (rs.l2_followed) rs.l2_dirty = l2_dirty_after(rs.l2_dirty, hw_.memory, touched, written);
+  rs.l2_dirty = l2_dirty_after(rs.l2_dirty, hw_.memory, touched, written);
 }
 
 void Machine::charge_l2(int rank, const L2Reference& ref, double touched, double written, KernelRequest& req) {
+  if (!follows_l2()) return;
   RankState& rs = ranks_[static_cast<std::size_t>(rank)];
-  if (!rs.l2_followed) return;
   const double extra = l2_extra_bytes(rs.l2_dirty, ref, hw_.memory, touched, written);
   rs.l2_dirty = l2_dirty_after(rs.l2_dirty, hw_.memory, touched, written);
   if (extra == 0 || req.blocks < 1 || !req.block_work) return;
@@ -205,9 +206,11 @@ P2pPlan Machine::p2p_plan_of(OpId id, const SendRecvOp& s) const {
 }
 
 void Machine::sendrecv_kernel(OpId id, const SendRecvOp& s, KernelRequest& req) {
-  double moved = s.self_bytes;
-  for (const Transfer& t : s.sends) moved += t.bytes;
-  pass_l2(dag_.op(id).rank, moved, moved);
+  if (follows_l2()) {
+    double moved = s.self_bytes;
+    for (const Transfer& t : s.sends) moved += t.bytes;
+    pass_l2(dag_.op(id).rank, moved, moved);
+  }
   const P2pPlan plan = p2p_plan_of(id, s);
   const NcclProtocol& proto = *plan.protocol;
   if (sendrecv_processing_.empty()) sendrecv_processing_.assign(dag_.size(), 0);

@@ -38,9 +38,8 @@ struct RankState {
   std::unique_ptr<BlockScheduler> sms;
   std::unique_ptr<CopyEngines> copies;
   std::vector<StreamState> streams;
-  // The run started after a benchmark's flush (memory.l2_start): the L2's dirty bytes are
-  // followed from op to op (kernels launched back to back find what their parameters assume).
-  bool l2_followed = false;
+  // The L2's dirty bytes, followed from op to op where the run started after a benchmark's
+  // flush (Machine::follows_l2).
   double l2_dirty = 0;
 };
 
@@ -80,6 +79,8 @@ class Machine {
   // and copy engines' copies (bound by links) evict and leave dirty lines unpriced; attention
   // and fused ring kernels (bound by their math) are taken to leave the L2 as it was.
   void charge_l2(int rank, const L2Reference& ref, double touched, double written, KernelRequest& req);
+  // Kernels launched back to back find what their parameters assume: nothing is followed.
+  bool follows_l2() const { return hw_.memory.l2_start != L2Start::back_to_back && hw_.memory.l2_dirty_bytes > 0; }
   void pass_l2(int rank, double touched, double written);
   BlockResources nccl_block(int threads) const;
   P2pPlan p2p_plan_of(OpId id, const SendRecvOp& s) const;
